@@ -1,0 +1,33 @@
+# Each target creates the environment it needs: `make demo` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+BANK   ?= ../shared/banks/last_letters_gpt35.jsonl
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/retryctl bench $(BANK) --policy default --policy ac-beta --policy esc --policy sc-40
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check retryctl tests bench
+	$(BIN)/ruff format --check retryctl tests bench
+	$(BIN)/mypy
+
+# pytest exits 5 when it collected no test: that is a failure here, as is any other non-zero code.
+test: lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/run_all.py --bank $(BANK)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

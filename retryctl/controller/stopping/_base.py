@@ -1,0 +1,212 @@
+"""The stopping-rule contract: a rule looks at the samples so far and says whether to stop, and why.
+
+Rules are small callables combinable with ``&`` (stop only when both say stop) and ``|`` (stop when
+either does), like tenacity's ``stop_all``/``stop_any``. A plain function ``(Tally) -> bool`` or
+``(Tally) -> StopDecision`` is accepted wherever a rule is, through :func:`as_rule`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "RuleLike",
+    "StopAll",
+    "StopAny",
+    "StopDecision",
+    "StoppingRule",
+    "StopRule",
+    "Tally",
+    "as_rule",
+]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The samples of one step so far, as a stopping rule sees them.
+
+    ``answers`` holds each sample's canonical answer (after answer equivalence) in arrival order,
+    ``None`` where no answer could be extracted. ``confidences`` holds each sample's token confidence in
+    [0, 1] where the backend gave logprobs, else ``None``. ``max_samples`` is the step's current cap.
+    """
+
+    answers: tuple[str | None, ...]
+    confidences: tuple[float | None, ...] = ()
+    max_samples: int = 40
+
+    def __post_init__(self) -> None:
+        if self.confidences and len(self.confidences) != len(self.answers):
+            raise ValueError(
+                f"confidences has {len(self.confidences)} items, answers {len(self.answers)}"
+            )
+
+    @classmethod
+    def of(
+        cls,
+        answers: Sequence[str | None],
+        confidences: Sequence[float | None] | None = None,
+        *,
+        max_samples: int = 40,
+    ) -> Tally:
+        return cls(tuple(answers), tuple(confidences or ()), max_samples)
+
+    @property
+    def n(self) -> int:
+        """How many samples were drawn (answered or not)."""
+        return len(self.answers)
+
+    @cached_property
+    def counts(self) -> Counter[str]:
+        """Votes per answer, unanswered samples left out."""
+        return Counter(a for a in self.answers if a is not None)
+
+    @cached_property
+    def ranked(self) -> list[tuple[str, int]]:
+        """Answers by votes, most first; ties broken by which answer appeared first."""
+        first_seen: dict[str, int] = {}
+        for i, a in enumerate(self.answers):
+            if a is not None:
+                first_seen.setdefault(a, i)
+        return sorted(self.counts.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))
+
+    @property
+    def leader(self) -> str | None:
+        """The majority answer so far (first seen wins a tie), or ``None`` with no answer."""
+        return self.ranked[0][0] if self.ranked else None
+
+    @property
+    def leader_votes(self) -> int:
+        return self.ranked[0][1] if self.ranked else 0
+
+    @property
+    def runner_up_votes(self) -> int:
+        return self.ranked[1][1] if len(self.ranked) > 1 else 0
+
+    @property
+    def agreement(self) -> float:
+        """Share of all samples (unanswered included) that voted for the leader; 0 with no samples."""
+        return self.leader_votes / self.n if self.n else 0.0
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    """What a rule says: stop or not, its confidence in the leading answer, and a sentence of why.
+
+    ``max_samples`` lets a rule (e.g. budget by difficulty) lower the step's cap; ``None`` keeps it.
+    """
+
+    stop: bool
+    confidence: float
+    reason: str
+    rule: str
+    max_samples: int | None = None
+    details: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class StoppingRule(Protocol):
+    """Anything that maps a :class:`Tally` to a :class:`StopDecision`."""
+
+    def __call__(self, tally: Tally) -> StopDecision: ...
+
+
+RuleLike = StoppingRule | Callable[[Tally], bool] | Callable[[Tally], StopDecision]
+
+
+class StopRule:
+    """Base class of the built-in rules: gives ``&`` and ``|`` and a readable ``name``."""
+
+    name: str = "rule"
+
+    def __call__(self, tally: Tally) -> StopDecision:
+        raise NotImplementedError
+
+    def __and__(self, other: RuleLike) -> StopAll:
+        return StopAll(self, as_rule(other))
+
+    def __rand__(self, other: RuleLike) -> StopAll:
+        return StopAll(as_rule(other), self)
+
+    def __or__(self, other: RuleLike) -> StopAny:
+        return StopAny(self, as_rule(other))
+
+    def __ror__(self, other: RuleLike) -> StopAny:
+        return StopAny(as_rule(other), self)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _lowest_cap(decisions: Sequence[StopDecision]) -> int | None:
+    caps = [d.max_samples for d in decisions if d.max_samples is not None]
+    return min(caps) if caps else None
+
+
+class StopAll(StopRule):
+    """Stop only when every rule says stop; confidence is the lowest of theirs."""
+
+    def __init__(self, *rules: StoppingRule) -> None:
+        self.rules = rules
+        self.name = "(" + " & ".join(repr(r) for r in rules) + ")"
+
+    def __call__(self, tally: Tally) -> StopDecision:
+        decisions = [r(tally) for r in self.rules]
+        stop = all(d.stop for d in decisions)
+        deciding = [d for d in decisions if d.stop == stop]
+        return StopDecision(
+            stop=stop,
+            confidence=min(d.confidence for d in decisions),
+            reason="; ".join(d.reason for d in deciding),
+            rule=self.name,
+            max_samples=_lowest_cap(decisions),
+        )
+
+
+class StopAny(StopRule):
+    """Stop when any rule says stop; confidence is the highest of theirs."""
+
+    def __init__(self, *rules: StoppingRule) -> None:
+        self.rules = rules
+        self.name = "(" + " | ".join(repr(r) for r in rules) + ")"
+
+    def __call__(self, tally: Tally) -> StopDecision:
+        decisions = [r(tally) for r in self.rules]
+        stop = any(d.stop for d in decisions)
+        deciding = [d for d in decisions if d.stop == stop]
+        return StopDecision(
+            stop=stop,
+            confidence=max(d.confidence for d in decisions),
+            reason="; ".join(d.reason for d in deciding),
+            rule=self.name,
+            max_samples=_lowest_cap(decisions),
+        )
+
+
+class _FunctionRule(StopRule):
+    """Adapts a plain callable; a bool result becomes a decision with the tally's agreement."""
+
+    def __init__(self, fn: Callable[[Tally], bool | StopDecision]) -> None:
+        self.fn = fn
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, tally: Tally) -> StopDecision:
+        out = self.fn(tally)
+        if isinstance(out, StopDecision):
+            return out
+        if not isinstance(out, bool):
+            raise TypeError(f"stopping rule {self.name} returned {type(out).__name__}, not bool")
+        verb = "stop" if out else "continue"
+        return StopDecision(out, tally.agreement, f"{self.name} said {verb}", self.name)
+
+
+def as_rule(rule: RuleLike) -> StoppingRule:
+    """Return ``rule`` itself if it is a :class:`StopRule`, else wrap the callable."""
+    if isinstance(rule, StopRule):
+        return rule
+    if not callable(rule):
+        raise TypeError(f"a stopping rule must be callable, got {type(rule).__name__}")
+    return _FunctionRule(rule)

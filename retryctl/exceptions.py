@@ -1,0 +1,118 @@
+"""Every error retryctl raises, in one tree.
+
+Errors are split by audience, as in pydantic-ai and httpx: a *control signal* is part of normal control
+flow and carries the data a caller needs to act on it; a *misuse* error means the caller passed something
+wrong and must change their code or input; a *runtime failure* is something outside that broke.
+
+    RetryctlError
+    ├── ControlSignal                 (normal control flow, carries its data)
+    │   ├── BudgetExceeded            a limit of a ledger was reached: names the limit and the value
+    │   └── BreakerOpen               a circuit breaker refuses calls to a key until ``retry_at``
+    ├── UsageError                    (misuse: fix the code or the input)
+    │   ├── ConfigError               a configuration value is invalid: names the field
+    │   ├── UnknownPolicyError        a stopping-policy name is not known
+    │   └── BankFormatError           a sample bank is malformed: names the file and line
+    └── RuntimeFailure                (something outside broke)
+        └── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
+
+Config validated by pydantic raises ``pydantic.ValidationError``, which names the field itself; the
+``ConfigError`` here covers checks pydantic cannot express in one field (and CLI arguments).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BankFormatError",
+    "BreakerOpen",
+    "BudgetExceeded",
+    "ConfigError",
+    "ControlSignal",
+    "LogIntegrityError",
+    "RetryctlError",
+    "RuntimeFailure",
+    "UnknownPolicyError",
+    "UsageError",
+]
+
+
+class RetryctlError(Exception):
+    """Base of every error raised by retryctl."""
+
+
+class ControlSignal(RetryctlError):
+    """Raised only where a caller asked for an exception instead of a verdict."""
+
+
+class BudgetExceeded(ControlSignal):
+    """A ledger limit was reached.
+
+    ``limit_name`` is the field of :class:`~retryctl.controller.Budget` (``"samples"``, ``"usd"``, ...),
+    ``limit`` its value, ``value`` what was used or would be used by the call that was refused.
+    """
+
+    def __init__(self, *, limit_name: str, limit: float, value: float, scope: str = "run") -> None:
+        self.limit_name = limit_name
+        self.limit = limit
+        self.value = value
+        self.scope = scope
+        super().__init__(f"{scope} budget {limit_name!r} exceeded: {value:g} > limit {limit:g}")
+
+
+class BreakerOpen(ControlSignal):
+    """The circuit breaker of ``key`` is open; a half-open probe is allowed from ``retry_at``."""
+
+    def __init__(self, *, key: str, retry_at: float, failures: int) -> None:
+        self.key = key
+        self.retry_at = retry_at
+        self.failures = failures
+        super().__init__(
+            f"breaker {key!r} is open after {failures} failures; probe allowed at t={retry_at:.3f}"
+        )
+
+
+class UsageError(RetryctlError, ValueError):
+    """The caller passed something invalid."""
+
+
+class ConfigError(UsageError):
+    """A configuration value is invalid. ``field`` names it, ``value`` is what was given."""
+
+    def __init__(self, *, field: str, value: object, problem: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        super().__init__(f"invalid {field}={value!r}: {problem}")
+
+
+class UnknownPolicyError(UsageError):
+    """A stopping-policy name is not one of the known names."""
+
+    def __init__(self, *, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown policy {name!r}; known: {', '.join(known)}")
+
+
+class BankFormatError(UsageError):
+    """A sample bank line is malformed. ``line`` is 1-based."""
+
+    def __init__(self, *, path: str, line: int, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        super().__init__(f"{path}:{line}: {problem}")
+
+
+class RuntimeFailure(RetryctlError):
+    """Something outside retryctl's control broke."""
+
+
+class LogIntegrityError(RuntimeFailure):
+    """A decision log failed verification. ``index`` is the 0-based record number, ``line`` 1-based."""
+
+    def __init__(self, *, path: str, line: int, index: int, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.index = index
+        self.problem = problem
+        super().__init__(f"{path}:{line} (record {index}): {problem}")
