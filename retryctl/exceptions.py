@@ -7,7 +7,8 @@ wrong and must change their code or input; a *runtime failure* is something outs
     RetryctlError
     ├── ControlSignal                 (normal control flow, carries its data)
     │   ├── BudgetExceeded            a limit of a ledger was reached: names the limit and the value
-    │   └── BreakerOpen               a circuit breaker refuses calls to a key until ``retry_at``
+    │   ├── BreakerOpen               a circuit breaker refuses calls to a key until ``retry_at``
+    │   └── SemanticError             an output is well-formed but judged wrong: names the check
     ├── UsageError                    (misuse: fix the code or the input)
     │   ├── ConfigError               a configuration value is invalid: names the field
     │   ├── UnknownPolicyError        a stopping-policy name is not known
@@ -30,6 +31,7 @@ __all__ = [
     "LogIntegrityError",
     "RetryctlError",
     "RuntimeFailure",
+    "SemanticError",
     "UnknownPolicyError",
     "UsageError",
 ]
@@ -40,7 +42,7 @@ class RetryctlError(Exception):
 
 
 class ControlSignal(RetryctlError):
-    """Raised only where a caller asked for an exception instead of a verdict."""
+    """Part of normal control flow: carries the data a caller needs to decide what to do next."""
 
 
 class BudgetExceeded(ControlSignal):
@@ -68,6 +70,21 @@ class BreakerOpen(ControlSignal):
         super().__init__(
             f"breaker {key!r} is open after {failures} failures; probe allowed at t={retry_at:.3f}"
         )
+
+
+class SemanticError(ControlSignal):
+    """An output is well-formed but judged wrong: a failed check or too low a confidence.
+
+    Raise it from a validator or a tool to ask for a ``refine``. ``check`` names the check, ``detail``
+    says what it found, ``confidence`` is the score that was too low, when there is one.
+    """
+
+    def __init__(self, *, check: str, detail: str = "", confidence: float | None = None) -> None:
+        self.check = check
+        self.detail = detail
+        self.confidence = confidence
+        score = "" if confidence is None else f" (confidence {confidence:.2f})"
+        super().__init__(f"check {check!r} failed{score}" + (f": {detail}" if detail else ""))
 
 
 class UsageError(RetryctlError, ValueError):

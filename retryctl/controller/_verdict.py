@@ -65,6 +65,10 @@ class Verdict(BaseModel):
     """The best candidate's canonical answer, when there is one."""
     target: str | None = None
     """For ``switch``: the tool or model to switch to."""
+    feedback: str | None = None
+    """For ``refine``: the message for the model, naming the failed check and its evidence."""
+    retry_after_s: float | None = None
+    """For ``retry``: the delay the fault asked for (``Retry-After``), if any."""
     evidence: Evidence = Field(default_factory=Evidence)
 
     def __str__(self) -> str:

@@ -18,8 +18,8 @@ __all__ = [
     "StopAll",
     "StopAny",
     "StopDecision",
-    "StoppingRule",
     "StopRule",
+    "StoppingRule",
     "Tally",
     "as_rule",
 ]
@@ -40,9 +40,7 @@ class Tally:
 
     def __post_init__(self) -> None:
         if self.confidences and len(self.confidences) != len(self.answers):
-            raise ValueError(
-                f"confidences has {len(self.confidences)} items, answers {len(self.answers)}"
-            )
+            raise ValueError(f"confidences has {len(self.confidences)} items, answers {len(self.answers)}")
 
     @classmethod
     def of(
@@ -121,6 +119,10 @@ class StopRule:
     """Base class of the built-in rules: gives ``&`` and ``|`` and a readable ``name``."""
 
     name: str = "rule"
+    order_free: bool = False
+    """True when reordering the samples (answers with their confidences) never changes the decision:
+    it then depends only on how many votes each answer has, how many samples had none, and
+    ``max_samples``, so a replay may cache decisions by that signature."""
 
     def __call__(self, tally: Tally) -> StopDecision:
         raise NotImplementedError
@@ -152,6 +154,7 @@ class StopAll(StopRule):
     def __init__(self, *rules: StoppingRule) -> None:
         self.rules = rules
         self.name = "(" + " & ".join(repr(r) for r in rules) + ")"
+        self.order_free = all(getattr(r, "order_free", False) for r in rules)
 
     def __call__(self, tally: Tally) -> StopDecision:
         decisions = [r(tally) for r in self.rules]
@@ -172,6 +175,7 @@ class StopAny(StopRule):
     def __init__(self, *rules: StoppingRule) -> None:
         self.rules = rules
         self.name = "(" + " | ".join(repr(r) for r in rules) + ")"
+        self.order_free = all(getattr(r, "order_free", False) for r in rules)
 
     def __call__(self, tally: Tally) -> StopDecision:
         decisions = [r(tally) for r in self.rules]

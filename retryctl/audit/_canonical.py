@@ -1,0 +1,108 @@
+"""Canonical JSON and the hash chain's line format, shared by the writer and the verifier.
+
+A record's hash is ``sha256`` of its canonical JSON *without* the ``hash`` key: keys sorted, no spaces,
+UTF-8 (no ``\\u`` escapes for non-ASCII), finite numbers only. The hash is defined by content: any
+tool that parses a line, drops ``hash`` and re-serialises canonically gets the same bytes to hash.
+
+The writer lays a line out in one of two ways, both valid JSON objects with the same content:
+
+- **hash last** (the usual case): the canonical body followed by the hash,
+  ``{...canonical body...,"hash":"<64 hex>"}``. The writer uses it only when the keys
+  ``"prev_hash":``, ``"schema":`` and ``"run_id":`` each occur in the body's bytes exactly as often
+  as at top level (once; ``run_id`` zero times in records without one), so a verifier can check
+  the hash on the raw bytes and find those fields by byte search without parsing;
+- **sorted** (when a nested value reuses one of those key names): the canonical JSON of the whole
+  record, ``hash`` in its sorted place. A verifier parses such lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+__all__ = [
+    "GENESIS_HASH",
+    "HASH_RE",
+    "PREV_KEY",
+    "RUN_KEY",
+    "SCHEMA_KEY",
+    "canonical_bytes",
+    "encode_line",
+    "fast_line_hash",
+    "loads_strict",
+    "record_hash",
+]
+
+GENESIS_HASH = "0" * 64
+"""The ``prev_hash`` of the first record of a log."""
+
+HASH_RE = re.compile(r"[0-9a-f]{64}")
+"""A record hash: 64 lower-case hex digits."""
+
+PREV_KEY = b'"prev_hash":'
+"""The bytes of the top-level ``prev_hash`` key."""
+SCHEMA_KEY = b'"schema":'
+"""The bytes of the top-level ``schema`` key."""
+RUN_KEY = b'"run_id":'
+"""The bytes of the top-level ``run_id`` key."""
+
+_HASH_PREFIX = b',"hash":"'
+_SUFFIX_LEN = len(_HASH_PREFIX) + 64 + len(b'"}\n')
+
+
+def canonical_bytes(obj: dict[str, Any]) -> bytes:
+    """The canonical JSON of ``obj`` as UTF-8 bytes (sorted keys, compact, finite numbers only)."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
+
+
+def record_hash(record: dict[str, Any]) -> str:
+    """The hash a record must carry: sha256 of its canonical JSON without the ``hash`` key."""
+    body = {k: v for k, v in record.items() if k != "hash"}
+    return hashlib.sha256(canonical_bytes(body)).hexdigest()
+
+
+def encode_line(body: dict[str, Any]) -> tuple[bytes, str]:
+    """The full line (newline included) for a record body that already has ``prev_hash``; and its hash."""
+    if "hash" in body:
+        raise ValueError("a record body must not carry 'hash' before it is chained")
+    raw = canonical_bytes(body)
+    digest = hashlib.sha256(raw).hexdigest()
+    unambiguous = (
+        raw.count(PREV_KEY) == 1
+        and raw.count(SCHEMA_KEY) == 1
+        and raw.count(RUN_KEY) == (1 if "run_id" in body else 0)
+    )
+    if unambiguous:
+        return raw[:-1] + _HASH_PREFIX + digest.encode() + b'"}\n', digest
+    return canonical_bytes({**body, "hash": digest}) + b"\n", digest
+
+
+def fast_line_hash(line: bytes) -> tuple[bytes, bytes] | None:
+    """``(body, stored_hash)`` when ``line`` has the writer's layout and its hash matches its bytes.
+
+    ``None`` means "not provably good by bytes alone": the caller must parse the line to find out why
+    (or to accept a line another tool re-serialised without changing its content).
+    """
+    if len(line) <= _SUFFIX_LEN or not line.endswith(b'"}\n'):
+        return None
+    cut = len(line) - _SUFFIX_LEN
+    if line[cut : cut + len(_HASH_PREFIX)] != _HASH_PREFIX:
+        return None
+    stored = line[cut + len(_HASH_PREFIX) : -3]
+    body = line[:cut] + b"}"
+    if hashlib.sha256(body).hexdigest().encode() != stored:
+        return None
+    return body, stored
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def loads_strict(raw: bytes | str) -> Any:
+    """``json.loads`` that refuses ``NaN``/``Infinity``, which canonical JSON cannot carry."""
+    return json.loads(raw, parse_constant=_reject_constant)

@@ -1,0 +1,204 @@
+"""``DecisionLog``: the writer, a structlog processor pipeline ending in the hash-chaining JSONL sink.
+
+The pipeline over each event dict is::
+
+    add schema → timestamp "ts" → *your processors* → EventRenamer("kind") → validate → ChainSink.msg
+
+Timestamps come from structlog's own ``TimeStamper(fmt="iso", key="ts")`` unless a ``clock`` is
+injected (tests, replays), in which case the same ISO format is built from that clock's seconds.
+Your processors see the event name (``"verdict"`` or ``"summary"``) under structlog's usual ``event``
+key and may add keys; they may not drop a record (a decision log keeps every verdict) nor set the
+chain fields. Validation against the record models runs after them, so a processor cannot break the
+schema unnoticed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import structlog
+from structlog.processors import EventRenamer, TimeStamper
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from retryctl.audit._records import (
+    BODY_MODELS,
+    SCHEMA_VERSION,
+    summary_fields,
+    verdict_fields,
+)
+from retryctl.audit._sink import ChainSink
+from retryctl.controller import Clock, Verdict
+from retryctl.exceptions import ConfigError
+
+__all__ = ["DecisionLog"]
+
+_PIPELINE_KINDS = ("verdict", "summary")
+
+
+def _add_schema(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    event_dict["schema"] = SCHEMA_VERSION
+    return event_dict
+
+
+class _ClockStamper:
+    """Writes ``ts`` from an injected clock (seconds since the epoch) in TimeStamper's ISO format."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def __call__(self, _logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+        moment = datetime.datetime.fromtimestamp(self.clock(), tz=datetime.UTC)
+        event_dict["ts"] = moment.isoformat().replace("+00:00", "Z")
+        return event_dict
+
+
+def _validate(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> tuple[Any, ...]:
+    """Last processor: check the record against its model and hand the sink one plain dict."""
+    kind = event_dict.get("kind")
+    if kind not in _PIPELINE_KINDS:
+        raise ConfigError(field="kind", value=kind, problem="a processor changed the record kind")
+    body = BODY_MODELS[kind].model_validate(event_dict).model_dump(mode="json", by_alias=True)
+    return ((body,), {})
+
+
+class DecisionLog:
+    """Append-only, hash-chained JSONL log of verdicts, written through structlog.
+
+    ``fsync=True`` makes each record durable before the call returns (slower; flushing alone
+    survives a crash of the process, not of the machine). ``repair=True`` cuts a torn last line
+    instead of raising, and records the cut (see :class:`ChainSink`). ``clock`` replaces the wall
+    clock for timestamps. ``processors`` are extra structlog processors, run after the timestamp.
+
+    Several processes and threads may write the same file at once: lines never interleave and the
+    file stays one valid chain. Timestamps are taken before the file lock, so with concurrent
+    writers ``ts`` can step back slightly from one line to the next; the file order is the chain's.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: bool = False,
+        repair: bool = False,
+        clock: Clock | None = None,
+        processors: Sequence[Processor] = (),
+    ) -> None:
+        for i, proc in enumerate(processors):
+            if not callable(proc):
+                raise ConfigError(field=f"processors[{i}]", value=proc, problem="not callable")
+        self._stamp: TimeStamper | _ClockStamper = (
+            TimeStamper(fmt="iso", utc=True, key="ts") if clock is None else _ClockStamper(clock)
+        )
+        self._sink = ChainSink(os.fspath(path), fsync=fsync, repair=repair, now=self._now)
+        chain: list[Processor] = [
+            _add_schema,
+            self._stamp,
+            *processors,
+            EventRenamer("kind"),
+            _validate,
+        ]
+        # Everything is passed explicitly so that structlog's global configuration plays no part.
+        self._log: Any = structlog.wrap_logger(
+            self._sink,
+            processors=chain,
+            wrapper_class=structlog.BoundLogger,
+            context_class=dict,
+            cache_logger_on_first_use=True,
+        ).bind()
+
+    @property
+    def path(self) -> str:
+        """The log file."""
+        return self._sink.path
+
+    @property
+    def head(self) -> str:
+        """The hash of the last record written or seen; keep it elsewhere to anchor a later audit."""
+        return self._sink.head
+
+    def record_verdict(
+        self,
+        verdict: Verdict,
+        *,
+        run_id: str,
+        step_id: str,
+        attempt: int,
+        candidates_summary: Any,
+        latency_ms: float,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Append one verdict record; return it as written (with ``ts``, ``prev_hash``, ``hash``)."""
+        fields = verdict_fields(
+            verdict,
+            run_id=run_id,
+            step_id=step_id,
+            attempt=attempt,
+            candidates_summary=candidates_summary,
+            latency_ms=latency_ms,
+            extra=extra,
+        )
+        return self._emit("verdict", fields)
+
+    def record_summary(
+        self,
+        *,
+        run_id: str,
+        step_id: str,
+        final_answer: str | None,
+        sampling_history: list[Any],
+        budget_used: dict[str, float],
+        budget_max: dict[str, float | None],
+        estimated_difficulty: float | str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Append one per-question summary record; return it as written."""
+        fields = summary_fields(
+            run_id=run_id,
+            step_id=step_id,
+            final_answer=final_answer,
+            sampling_history=sampling_history,
+            budget_used=budget_used,
+            budget_max=budget_max,
+            estimated_difficulty=estimated_difficulty,
+            extra=extra,
+        )
+        return self._emit("summary", fields)
+
+    def close(self) -> None:
+        """Close the file. Idempotent."""
+        self._sink.close()
+
+    def __enter__(self) -> DecisionLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._sink.closed else f"head={self.head[:12]}"
+        return f"DecisionLog({self.path!r}, {state})"
+
+    def _emit(self, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+        written = self._log.msg(kind, **fields)
+        if written is None:
+            # structlog turns DropEvent into a silent no-op; an audit log must not lose a verdict.
+            raise ConfigError(
+                field="processors",
+                value=kind,
+                problem="a processor dropped the record (DropEvent); a decision log keeps every record",
+            )
+        result: dict[str, Any] = written
+        return result
+
+    def _now(self) -> str:
+        stamped = self._stamp(None, "repair", {})
+        return str(stamped["ts"])

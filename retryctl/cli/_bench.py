@@ -1,0 +1,147 @@
+"""``retryctl bench``: replay a sample bank through stopping policies and report accuracy vs samples."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from retryctl.bench import (
+    BUILTIN_BENCH_POLICIES,
+    curve_for,
+    load_bank,
+    make_orders,
+    run_policies,
+    strata_of,
+    summary_row,
+)
+from retryctl.controller.stopping import parse_policy
+from retryctl.exceptions import BankFormatError, ConfigError, UnknownPolicyError
+
+__all__ = ["bench"]
+
+_USAGE_EXIT = 2
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit 2, the usage-error code: never a traceback for bad input."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(_USAGE_EXIT)
+
+
+def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
+    table = Table(title=f"retryctl bench — {bank}")
+    for column in ("policy", "accuracy %", "avg samples", "questions", "orders"):
+        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            row["policy"],
+            f"{row['accuracy']:.2f}",
+            f"{row['avg_samples']:.2f}",
+            str(row["questions"]),
+            str(row["orders"]),
+        )
+    console.print(table)
+    if rows and "strata" in rows[0]:
+        baseline = rows[0]["policy"]
+        split = Table(title=f"by difficulty stratum (Δ vs {baseline}, ± paired s.e.)")
+        for column in ("stratum", "questions", "policy", "accuracy %", "avg samples", "Δ accuracy"):
+            split.add_column(
+                column, justify="left" if column in ("stratum", "policy") else "right", no_wrap=True
+            )
+        for stratum in rows[0]["strata"]:
+            for row in rows:
+                entry = row["strata"][stratum]
+                delta = f"{entry['delta']:+.2f}±{entry['delta_se']:.2f}" if "delta" in entry else "—"
+                split.add_row(
+                    stratum,
+                    str(entry["questions"]),
+                    row["policy"],
+                    f"{entry['accuracy']:.2f}",
+                    f"{entry['avg_samples']:.2f}",
+                    delta,
+                )
+        console.print(split)
+    for row in rows:
+        if "curve" in row:
+            curve = Table(title=f"accuracy vs samples: {row['policy']} sweep")
+            for column in ("policy", "accuracy %", "avg samples"):
+                curve.add_column(column, justify="left" if column == "policy" else "right")
+            for point in row["curve"]:
+                curve.add_row(point["policy"], f"{point['accuracy']:.2f}", f"{point['avg_samples']:.2f}")
+            console.print(curve)
+
+
+def bench(
+    bank: Annotated[Path, typer.Argument(help="Sample bank, JSONL (format in DESIGN.md).")],
+    *,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help="Policy to replay, repeatable: default, sc-N, esc, ac-beta, ac-dirichlet, threshold, "
+            "budget; a ':value' sets its knob (ac-beta:0.99). Default: every built-in.",
+        ),
+    ] = None,
+    orders: Annotated[int, typer.Option("--orders", help="Random sample orders per question.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of random.Random for the orders.")] = 0,
+    max_samples: Annotated[
+        int, typer.Option("--max-samples", help="Most samples any policy may draw per question.")
+    ] = 40,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array instead of tables.")] = False,
+    curve: Annotated[
+        bool, typer.Option("--curve", help="Also sweep each policy's knob: accuracy vs samples.")
+    ] = False,
+    strata: Annotated[
+        bool,
+        typer.Option("--strata", help="Also split by difficulty stratum, with Δ vs the first policy."),
+    ] = False,
+) -> None:
+    """Replay a sample bank through stopping policies: accuracy and average samples per policy."""
+    if orders < 1:
+        _fail(f"--orders must be >= 1 (got {orders})")
+    if max_samples < 1:
+        _fail(f"--max-samples must be >= 1 (got {max_samples})")
+    names = list(policy) if policy else list(BUILTIN_BENCH_POLICIES)
+    for name in names:
+        try:
+            parse_policy(name)
+        except (UnknownPolicyError, ConfigError) as exc:
+            _fail(f"--policy: {exc}")
+    try:
+        loaded = load_bank(bank)
+    except FileNotFoundError:
+        _fail(f"BANK: no such file: {bank}")
+    except IsADirectoryError:
+        _fail(f"BANK: is a directory: {bank}")
+    except BankFormatError as exc:
+        _fail(f"bad bank line: {exc}")
+    except OSError as exc:
+        _fail(f"BANK: cannot read {bank}: {exc.strerror}")
+    replay_orders = make_orders(loaded, orders=orders, seed=seed)
+    results = run_policies(loaded, names, orders=replay_orders, max_samples=max_samples)
+    split = strata_of(loaded) if strata else None
+    rows = [
+        summary_row(
+            result,
+            strata=split,
+            baseline=results[0],
+            curve=curve_for(loaded, result.policy, orders=replay_orders, max_samples=max_samples)
+            if curve
+            else None,
+        )
+        for result in results
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    console = Console()
+    if not console.is_terminal:
+        # Piped or captured output has no width to fit: do not squeeze the tables into 80 columns.
+        console = Console(width=120)
+    _render(rows, bank=str(bank), console=console)

@@ -1,0 +1,121 @@
+"""``retryctl bench``: JSON and table output, --curve and --strata, and one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from retryctl.cli import app
+from tests.bench._banks import question, write_bank
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Path:
+    records = [
+        question("easy1", "a", ["a"] * 10),
+        question("easy2", "b", ["b"] * 9 + ["c"]),
+        question("medium", "a", ["a"] * 7 + ["b"] * 3),
+        question("hard", "a", ["a"] * 4 + ["b"] * 3 + ["c"] * 3),
+    ]
+    return write_bank(tmp_path / "bank.jsonl", records)
+
+
+def _bench(*args: str):
+    return runner.invoke(app, ["bench", *args])
+
+
+class TestBenchCommand:
+    def test_json_has_one_object_per_policy_with_contract_keys(self, bank: Path) -> None:
+        result = _bench(str(bank), "--policy", "default", "--policy", "sc-10", "--json")
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout)
+        assert [r["policy"] for r in rows] == ["default", "sc-10"]
+        for row in rows:
+            assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders"}
+            assert row["questions"] == 4 and row["orders"] == 20
+        # SC-10 on these four questions: every majority is the gold.
+        assert rows[1]["accuracy"] == 100.0 and rows[1]["avg_samples"] == 10.0
+
+    def test_options_reach_the_replay(self, bank: Path) -> None:
+        result = _bench(str(bank), "--policy", "sc-40", "--orders", "3", "--max-samples", "2", "--json")
+        row = json.loads(result.stdout)[0]
+        assert row["orders"] == 3 and row["avg_samples"] == 2.0
+
+    def test_seed_changes_orders(self, bank: Path) -> None:
+        outs = {_bench(str(bank), "--policy", "sc-1", "--seed", str(s), "--json").stdout for s in range(6)}
+        assert len(outs) > 1
+
+    def test_table_lists_every_builtin_by_default(self, bank: Path) -> None:
+        result = _bench(str(bank))
+        assert result.exit_code == 0
+        for name in ("default", "sc-40", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"):
+            assert name in result.stdout
+
+    def test_strata_and_curve(self, bank: Path) -> None:
+        args = [str(bank), "--policy", "sc-10", "--policy", "ac-beta", "--strata", "--curve"]
+        rows = json.loads(_bench(*args, "--json").stdout)
+        strata = rows[1]["strata"]
+        assert set(strata) == {"easy", "medium", "hard"}
+        assert strata["easy"]["questions"] == 2 and strata["easy"]["delta_vs"] == "sc-10"
+        assert [p["policy"] for p in rows[1]["curve"]][:2] == ["ac-beta:0.8", "ac-beta:0.9"]
+        table = _bench(*args)
+        assert "by difficulty stratum" in table.stdout and "ac-beta sweep" in table.stdout
+
+
+class TestBenchErrors:
+    @pytest.mark.parametrize(
+        ("args", "needle"),
+        [
+            (["--orders", "0"], "--orders must be >= 1 (got 0)"),
+            (["--max-samples", "0"], "--max-samples must be >= 1 (got 0)"),
+            (["--policy", "magic"], "unknown policy 'magic'; known: default, sc-N"),
+            (["--policy", "ac-beta:7"], "invalid threshold=7.0"),
+        ],
+    )
+    def test_bad_option_is_one_line_and_exit_2(self, bank: Path, args: list[str], needle: str) -> None:
+        result = _bench(str(bank), *args)
+        assert result.exit_code == 2
+        assert needle in result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        result = _bench(str(tmp_path / "nope.jsonl"))
+        assert result.exit_code == 2 and "no such file" in result.stderr
+
+    def test_bad_line_names_the_line(self, tmp_path: Path) -> None:
+        path = write_bank(tmp_path / "bad.jsonl", [question("q", "a", ["a"]), "{oops"])
+        result = _bench(str(path))
+        assert result.exit_code == 2
+        assert f"{path}:2: invalid JSON" in result.stderr
+        assert result.stderr.count("\n") == 1
+
+
+class TestInstalledEntryPoint:
+    def test_console_script_runs_bench(self, bank: Path) -> None:
+        exe = Path(sys.executable).parent / "retryctl"
+        if not exe.exists():
+            pytest.fail(f"the retryctl entry point is not installed beside {sys.executable}")
+        done = subprocess.run(
+            [str(exe), "bench", str(bank), "--policy", "default", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)[0]["policy"] == "default"
+        bad = subprocess.run(
+            [str(exe), "bench", str(bank), "--orders", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert bad.returncode == 2 and bad.stderr.strip() == "error: --orders must be >= 1 (got 0)"

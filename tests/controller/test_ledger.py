@@ -1,0 +1,370 @@
+"""Budgets, usage and the reserve/commit/release ledger, with a property test of its invariant."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from retryctl.controller._budget import LIMIT_NAMES, Budget, Usage
+from retryctl.controller._clock import ManualClock
+from retryctl.controller._ledger import Exhaustion, Ledger, Reservation
+from retryctl.exceptions import BudgetExceeded, ConfigError, UsageError
+
+
+def D(x: float) -> Fraction:
+    """A number as the decimal it prints as: the ledger's stated accounting unit."""
+    return Fraction(str(x))
+
+
+ADDITIVE = ("attempts", "samples", "input_tokens", "output_tokens", "usd")
+
+
+class TestBudget:
+    def test_every_limit_is_off_by_default(self):
+        assert Budget().limits() == dict.fromkeys(LIMIT_NAMES)
+
+    @pytest.mark.parametrize("name", LIMIT_NAMES)
+    def test_negative_limit_is_an_error_naming_the_field(self, name):
+        with pytest.raises(ValidationError) as info:
+            Budget(**{name: -1})
+        assert info.value.errors()[0]["loc"] == (name,)
+        assert name in str(info.value)
+
+    def test_unknown_field_is_refused(self):
+        with pytest.raises(ValidationError, match="tokens"):
+            Budget(tokens=5)  # type: ignore[call-arg]
+
+    def test_nan_usd_is_refused(self):
+        with pytest.raises(ValidationError, match="usd"):
+            Budget(usd=float("nan"))
+
+    def test_is_frozen(self):
+        budget = Budget(samples=3)
+        with pytest.raises(ValidationError):
+            budget.samples = 4
+
+    def test_every_field_has_a_docstring(self):
+        for name, info in Budget.model_fields.items():
+            assert info.description, name
+
+
+class TestUsage:
+    def test_adds_every_quantity(self):
+        total = Usage(attempts=1, samples=2, usd=0.25) + Usage(samples=3, output_tokens=7, usd=0.5)
+        assert total == Usage(attempts=1, samples=5, output_tokens=7, usd=0.75)
+
+    def test_negative_amount_names_the_field(self):
+        with pytest.raises(ValidationError, match="output_tokens"):
+            Usage(output_tokens=-3)
+
+
+def call(samples: int = 1, usd: float = 0.0, out: int = 0, wall_s: float = 0.0) -> Usage:
+    return Usage(attempts=1, samples=samples, output_tokens=out, usd=usd, wall_s=wall_s)
+
+
+class TestLedger:
+    def test_reservation_past_a_run_limit_is_refused_as_data(self):
+        ledger = Ledger(Budget(samples=4))
+        assert isinstance(ledger.try_reserve(call(samples=3)), Reservation)
+        refused = ledger.try_reserve(call(samples=2))
+        assert refused == Exhaustion(
+            limit_name="samples", limit=4, used=3, requested=2, scope="run", step_id=None
+        )
+        assert refused.value == 5
+
+    def test_reserve_raises_budget_exceeded_naming_limit_value_and_scope(self):
+        ledger = Ledger(Budget(usd=1.0))
+        step = ledger.step("plan", budget=Budget(attempts=1))
+        step.reserve(call())
+        with pytest.raises(BudgetExceeded) as info:
+            step.reserve(call())
+        err = info.value
+        assert (err.limit_name, err.limit, err.value, err.scope) == ("attempts", 1, 2, "step 'plan'")
+
+    def test_step_usage_counts_in_the_run_and_run_limits_bind_steps(self):
+        ledger = Ledger(Budget(samples=5))
+        a, b = ledger.step("a"), ledger.step("b")
+        a.reserve(call(samples=3)).commit(call(samples=3))
+        refused = b.try_reserve(call(samples=3))
+        assert isinstance(refused, Exhaustion)
+        assert refused.scope == "run" and refused.used == 3
+        assert ledger.used().samples == 3 and b.used().samples == 0
+
+    def test_commit_below_the_estimate_frees_the_rest(self):
+        ledger = Ledger(Budget(output_tokens=100))
+        ledger.reserve(call(out=80)).commit(call(out=30))
+        assert ledger.remaining().output_tokens == 70
+        assert isinstance(ledger.try_reserve(call(out=70)), Reservation)
+
+    def test_release_gives_the_reservation_back(self):
+        ledger = Ledger(Budget(samples=2))
+        held = ledger.reserve(call(samples=2))
+        assert isinstance(ledger.try_reserve(call(samples=1)), Exhaustion)
+        held.release()
+        assert ledger.snapshot().reserved["samples"] == 0
+        assert isinstance(ledger.try_reserve(call(samples=2)), Reservation)
+
+    def test_context_manager_releases_when_the_call_raises(self):
+        ledger = Ledger(Budget(samples=1))
+        with pytest.raises(RuntimeError), ledger.reserve(call()):
+            raise RuntimeError("call failed")
+        assert isinstance(ledger.try_reserve(call()), Reservation)
+
+    def test_context_manager_keeps_a_commit(self):
+        ledger = Ledger(Budget(samples=1))
+        with ledger.reserve(call()) as held:
+            held.commit(call())
+        assert ledger.used().samples == 1 and held.state == "committed"
+
+    def test_a_reservation_closes_once(self):
+        ledger = Ledger()
+        held = ledger.reserve(call())
+        held.commit(call())
+        with pytest.raises(UsageError, match="already committed"):
+            held.release()
+        with pytest.raises(UsageError, match="already committed"):
+            held.commit(call())
+
+    def test_reservation_from_another_run_is_refused(self):
+        held = Ledger().reserve(call())
+        with pytest.raises(UsageError, match="another run"):
+            Ledger().commit(held, call())
+
+    def test_overrun_is_recorded_not_charged(self):
+        ledger = Ledger(Budget(output_tokens=100))
+        step = ledger.step("s")
+        excess = step.reserve(call(out=50)).commit(call(out=80))
+        assert excess.output_tokens == 30 and excess.samples == 0
+        for snap in (step.snapshot(), ledger.snapshot()):
+            assert snap.used["output_tokens"] == 50
+            assert snap.overrun["output_tokens"] == 30
+
+    def test_wall_time_comes_from_the_clock(self):
+        clock = ManualClock(100.0)
+        ledger = Ledger(Budget(wall_s=10), clock=clock)
+        clock.advance(4)
+        assert isinstance(ledger.try_reserve(call(wall_s=6)), Reservation)
+        refused = ledger.try_reserve(call(wall_s=6.5))
+        assert isinstance(refused, Exhaustion) and refused.limit_name == "wall_s"
+        assert refused.used == 4 and refused.requested == 6.5
+        assert ledger.exhausted() is None
+        clock.advance(6)
+        assert ledger.exhausted() == Exhaustion(limit_name="wall_s", limit=10, used=10, scope="run")
+        assert isinstance(ledger.try_reserve(Usage()), Exhaustion)
+
+    def test_step_wall_time_starts_when_the_step_opens(self):
+        clock = ManualClock()
+        ledger = Ledger(clock=clock)
+        clock.advance(30)
+        step = ledger.step("late", budget=Budget(wall_s=5))
+        clock.advance(2)
+        assert step.used().wall_s == 2 and ledger.used().wall_s == 32
+
+    def test_exhausted_reports_the_spent_limit_at_the_tightest_scope(self):
+        ledger = Ledger(Budget(samples=10))
+        step = ledger.step("s", budget=Budget(samples=2))
+        step.reserve(call(samples=2)).commit(call(samples=2))
+        spent = step.exhausted()
+        assert spent is not None
+        assert (spent.limit_name, spent.used, spent.scope, spent.step_id) == (
+            "samples",
+            2,
+            "step 's'",
+            "s",
+        )
+        assert ledger.exhausted() is None
+
+    def test_remaining_is_the_tightest_of_step_and_run(self):
+        ledger = Ledger(Budget(samples=10, usd=1.0))
+        step = ledger.step("s", budget=Budget(samples=3))
+        ledger.reserve(call(samples=8, usd=0.25))
+        left = step.remaining()
+        assert left.samples == 2 and left.usd == 0.75 and left.attempts is None
+
+    def test_snapshot_names_every_limit(self):
+        ledger = Ledger(Budget(usd=2.0))
+        step = ledger.step("s")
+        step.reserve(call(usd=0.5)).commit(call(usd=0.25))
+        snap = step.snapshot()
+        assert set(snap.used) == set(snap.limit) == set(LIMIT_NAMES)
+        assert snap.used["usd"] == 0.25 and snap.limit["usd"] is None
+        assert snap.parent is not None and snap.parent.limit["usd"] == 2.0
+
+    def test_usd_totals_are_exact(self):
+        ledger = Ledger(Budget(usd=0.3))
+        for _ in range(3):
+            ledger.reserve(call(usd=0.1)).commit(call(usd=0.1))
+        # In floats 0.1 + 0.1 + 0.1 > 0.3, yet three 0.1 USD calls fit a 0.3 USD budget exactly.
+        assert sum([0.1, 0.1, 0.1]) > 0.3
+        assert ledger.snapshot().used["usd"] == 0.3
+        assert ledger.remaining().usd == 0.0
+        assert isinstance(ledger.try_reserve(Usage(usd=0.0)), Reservation)
+        assert isinstance(ledger.try_reserve(Usage(usd=1e-9)), Exhaustion)
+
+    def test_step_revisited_keeps_usage_and_refuses_another_budget(self):
+        ledger = Ledger(step_budget=Budget(samples=4))
+        first = ledger.step("s")
+        first.reserve(call()).commit(call())
+        assert ledger.step("s") is first and first.budget == Budget(samples=4)
+        with pytest.raises(ConfigError, match="budget"):
+            ledger.step("s", budget=Budget(samples=9))
+        assert list(ledger.steps()) == ["s"]
+
+    def test_threads_never_overbook(self):
+        ledger = Ledger(Budget(samples=100))
+        granted: list[Reservation] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            for _ in range(60):
+                got = ledger.try_reserve(call())
+                if isinstance(got, Reservation):
+                    with lock:
+                        granted.append(got)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(granted) == 100
+        assert ledger.snapshot().reserved["samples"] == 100
+
+    def test_asyncio_tasks_share_a_ledger(self):
+        ledger = Ledger(Budget(attempts=5))
+
+        async def one() -> bool:
+            got = ledger.try_reserve(call())
+            await asyncio.sleep(0)
+            if isinstance(got, Exhaustion):
+                return False
+            got.commit(call())
+            return True
+
+        async def main() -> list[bool]:
+            return await asyncio.gather(*(one() for _ in range(12)))
+
+        assert sum(asyncio.run(main())) == 5
+        assert ledger.used().attempts == 5
+
+
+class TestExhaustion:
+    def test_to_exception_carries_the_fields(self):
+        spent = Exhaustion(limit_name="usd", limit=1.0, used=0.75, requested=0.5, scope="run")
+        err = spent.to_exception()
+        assert (err.limit_name, err.limit, err.value, err.scope) == ("usd", 1.0, 1.25, "run")
+        assert "usd" in str(err) and "1.25" in str(err)
+
+
+# -- property: no committed total ever passes its limit -------------------------------------------
+
+limits = st.one_of(st.none(), st.integers(0, 12))
+usd_limits = st.one_of(st.none(), st.floats(0, 2, allow_nan=False))
+budgets = st.builds(
+    Budget,
+    attempts=limits,
+    samples=limits,
+    output_tokens=st.one_of(st.none(), st.integers(0, 400)),
+    usd=usd_limits,
+    wall_s=st.one_of(st.none(), st.floats(0, 20, allow_nan=False)),
+)
+usages = st.builds(
+    Usage,
+    attempts=st.integers(0, 2),
+    samples=st.integers(0, 4),
+    output_tokens=st.integers(0, 150),
+    usd=st.floats(0, 0.7, allow_nan=False),
+    wall_s=st.floats(0, 5, allow_nan=False),
+)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("reserve"), st.integers(0, 2), usages),
+        st.tuples(st.just("commit"), st.integers(0, 50), usages),
+        st.tuples(st.just("release"), st.integers(0, 50), st.none()),
+        st.tuples(st.just("advance"), st.floats(0, 6, allow_nan=False), st.none()),
+    ),
+    min_size=8,
+    max_size=40,
+)
+
+
+@dataclass
+class ModelScope:
+    """The test's own account of one scope: exact sums, kept apart from the ledger."""
+
+    budget: Budget
+    start: float
+    committed: dict[str, Fraction] = field(default_factory=lambda: dict.fromkeys(ADDITIVE, Fraction(0)))
+    reserved: dict[str, Fraction] = field(default_factory=lambda: dict.fromkeys(ADDITIVE, Fraction(0)))
+
+    def fits(self, est: Usage, now: float) -> bool:
+        for n in ADDITIVE:
+            limit = getattr(self.budget, n)
+            if limit is not None and self.committed[n] + self.reserved[n] + D(getattr(est, n)) > D(limit):
+                return False
+        wall = self.budget.wall_s
+        elapsed = now - self.start
+        return wall is None or (elapsed < wall and elapsed + est.wall_s <= wall)
+
+
+class TestLedgerProperty:
+    @settings(max_examples=150, deadline=None)
+    @given(run_budget=budgets, step_budgets=st.tuples(budgets, budgets), script=ops)
+    def test_committed_never_exceeds_a_limit(self, run_budget, step_budgets, script):
+        clock = ManualClock()
+        ledger = Ledger(run_budget, clock=clock)
+        run_model = ModelScope(run_budget, 0.0)
+        steps: dict[int, tuple[object, ModelScope]] = {}
+        open_: list[tuple[Reservation, list[ModelScope], Usage]] = []
+
+        def scope(i: int):
+            if i == 0:
+                return ledger, [run_model]
+            if i not in steps:
+                b = step_budgets[i - 1]
+                steps[i] = (ledger.step(f"s{i}", budget=b), ModelScope(b, clock.now))
+            led, model = steps[i]
+            return led, [model, run_model]
+
+        for op, arg, usage in script:
+            if op == "reserve":
+                led, chain = scope(arg)
+                expect_ok = all(m.fits(usage, clock.now) for m in chain)
+                got = led.try_reserve(usage)
+                assert isinstance(got, Reservation) == expect_ok, (got, usage)
+                if expect_ok:
+                    for m in chain:
+                        for n in ADDITIVE:
+                            m.reserved[n] += D(getattr(usage, n))
+                    open_.append((got, chain, usage))
+            elif op in ("commit", "release") and open_:
+                held, chain, est = open_.pop(arg % len(open_))
+                for m in chain:
+                    for n in ADDITIVE:
+                        m.reserved[n] -= D(getattr(est, n))
+                        if op == "commit":
+                            m.committed[n] += min(D(getattr(usage, n)), D(getattr(est, n)))
+                if op == "commit":
+                    held.commit(usage)
+                else:
+                    held.release()
+            elif op == "advance":
+                clock.advance(arg)
+
+            all_scopes = [(ledger, run_model)] + [steps[i] for i in sorted(steps)]
+            for led, model in all_scopes:
+                snap = led.snapshot()  # type: ignore[attr-defined]
+                for n in ADDITIVE:
+                    limit = model.budget.limits()[n]
+                    assert snap.used[n] == float(model.committed[n])
+                    assert snap.reserved[n] == float(model.reserved[n])
+                    if limit is not None:
+                        assert D(snap.used[n]) <= D(limit)
+                        assert model.committed[n] + model.reserved[n] <= D(limit)
