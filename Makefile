@@ -10,11 +10,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# llama.cpp is built from source for the embedded model; skip the parts the Python bindings never load.
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-demo: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed-base
+
+demo: $(VENV)/.installed-base
 	$(BIN)/retryctl bench $(BANK) --policy default --policy ac-beta --policy esc --policy sc-40
 
 lint: $(VENV)/.installed

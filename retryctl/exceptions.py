@@ -16,11 +16,17 @@ wrong and must change their code or input; a *runtime failure* is something outs
     └── RuntimeFailure                (something outside broke)
         └── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
 
+A retryctl error may declare how ``retryctl.controller.classify`` should treat it through the class
+attribute ``error_class`` (``"transient"``, ``"validation"``, ``"semantic"`` or ``"terminal"``); ``None``
+leaves the decision to the classifier. Model backends use this so that a 429 they raise stays retryable.
+
 Config validated by pydantic raises ``pydantic.ValidationError``, which names the field itself; the
 ``ConfigError`` here covers checks pydantic cannot express in one field (and CLI arguments).
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 __all__ = [
     "BankFormatError",
@@ -39,6 +45,10 @@ __all__ = [
 
 class RetryctlError(Exception):
     """Base of every error raised by retryctl."""
+
+    error_class: ClassVar[str | None] = None
+    """How ``classify`` treats this error: ``transient``, ``validation``, ``semantic``, ``terminal``, or
+    ``None`` to let the classifier decide (retryctl errors it does not know are terminal)."""
 
 
 class ControlSignal(RetryctlError):

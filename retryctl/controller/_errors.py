@@ -111,7 +111,17 @@ def _classify(exc: BaseException, now: Callable[[], float]) -> Classification | 
     if isinstance(exc, BreakerOpen | BudgetExceeded):
         return _make(exc, ErrorClass.TERMINAL, str(exc))
     if isinstance(exc, RetryctlError):
-        return _make(exc, ErrorClass.TERMINAL, f"retryctl error: {exc}")
+        if exc.error_class is None:
+            return _make(exc, ErrorClass.TERMINAL, f"retryctl error: {exc}")
+        # The error declared its own class (e.g. a backend's 429): keep it, with its HTTP facts.
+        code = getattr(exc, "status_code", None)
+        return _make(
+            exc,
+            ErrorClass(exc.error_class),
+            str(exc),
+            retry_after_s=getattr(exc, "retry_after_s", None),
+            status_code=code if isinstance(code, int) else None,
+        )
     if not isinstance(exc, Exception):  # CancelledError, KeyboardInterrupt, SystemExit
         return _make(exc, ErrorClass.TERMINAL, "cancelled or interrupted; never retried")
     return _library(exc, now) or _status(exc, now) or _builtin(exc)

@@ -1,1 +1,88 @@
-"""Arrives with its own issue; see DESIGN.md."""
+"""Model backends behind one small protocol: OpenAI-compatible servers, an embedded llama.cpp model,
+LangChain chat models, sample-bank replay, and a scripted backend for tests.
+
+Every backend answers ``await backend.sample(messages, params, k=k) -> list[Candidate]`` (and
+``backend.sample_sync(...)``), and every failure is a :class:`BackendError` that says whether retrying
+can help.
+"""
+
+from retryctl.models._base import BackendBase, LoopThread, ModelBackend
+from retryctl.models._constraints import ConstraintPolicy
+from retryctl.models._embedded import EmbeddedBackend
+from retryctl.models._errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    MalformedResponse,
+    ReplayExhausted,
+    TerminalBackendError,
+    TransientBackendError,
+)
+from retryctl.models._langchain import (
+    LangChainBackend,
+    ParamsToKwargs,
+    openai_style_kwargs,
+    stop_only_kwargs,
+)
+from retryctl.models._local import find_smollm2_gguf
+from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._openai import NMode, OpenAIBackend
+from retryctl.models._replay import (
+    BankQuestion,
+    RecordedSample,
+    ReplayBackend,
+    load_bank,
+    random_order,
+)
+from retryctl.models._retry import RetrySettings
+from retryctl.models._scripted import ScriptedBackend, ScriptedCall, ScriptItem
+from retryctl.models._types import (
+    Candidate,
+    Constraint,
+    SamplingParams,
+    TokenLogprob,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "BackendBase",
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "BankQuestion",
+    "Candidate",
+    "Constraint",
+    "ConstraintPolicy",
+    "EmbeddedBackend",
+    "LangChainBackend",
+    "LoopThread",
+    "MalformedResponse",
+    "Message",
+    "MessagesLike",
+    "ModelBackend",
+    "NMode",
+    "OpenAIBackend",
+    "ParamsToKwargs",
+    "RecordedSample",
+    "ReplayBackend",
+    "ReplayExhausted",
+    "RetrySettings",
+    "SamplingParams",
+    "ScriptItem",
+    "ScriptedBackend",
+    "ScriptedCall",
+    "TerminalBackendError",
+    "TokenLogprob",
+    "ToolCall",
+    "ToolSpec",
+    "TransientBackendError",
+    "Usage",
+    "find_smollm2_gguf",
+    "load_bank",
+    "normalise_messages",
+    "openai_style_kwargs",
+    "random_order",
+    "stop_only_kwargs",
+]

@@ -288,3 +288,25 @@ def test_controller_imports_neither_openai_nor_langgraph_nor_httpx():
         check=True,
     )
     assert done.stdout.strip() == "[]"
+
+
+class TestDeclaredErrorClass:
+    def test_a_retryctl_error_that_declares_its_class_keeps_it_and_its_http_facts(self):
+        from retryctl.exceptions import RuntimeFailure
+
+        class RateLimited(RuntimeFailure):
+            error_class = "transient"
+
+            def __init__(self) -> None:
+                self.status_code = 429
+                self.retry_after_s = 1.5
+                super().__init__("slow down")
+
+        found = classify(RateLimited())
+        assert found.error_class is ErrorClass.TRANSIENT
+        assert found.retry_after_s == 1.5 and found.status_code == 429
+
+    def test_an_undeclared_retryctl_error_stays_terminal(self):
+        from retryctl.exceptions import RuntimeFailure
+
+        assert classify(RuntimeFailure("odd")).error_class is ErrorClass.TERMINAL

@@ -1,0 +1,112 @@
+"""The backend contract: one async method that returns k candidates, and its sync twin.
+
+Every backend has one core. For network backends the core is async and :meth:`BackendBase.sample_sync`
+drives it on a private event loop; the embedded model's core is blocking and its async method hands it to
+a worker thread. Either way the twin is derived from the same core, never a copied body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from retryctl.exceptions import ConfigError
+from retryctl.models._messages import MessagesLike
+from retryctl.models._types import Candidate, SamplingParams
+
+__all__ = ["BackendBase", "LoopThread", "ModelBackend", "check_k"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """Anything that samples candidates for a conversation."""
+
+    @property
+    def name(self) -> str:
+        """The model's name as it should appear in decision logs and price tables."""
+        ...
+
+    async def sample(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """Return exactly ``k`` candidates, or raise a :class:`~retryctl.models.BackendError`."""
+        ...
+
+
+def check_k(k: int) -> None:
+    """Reject a sample count below one (``ConfigError`` naming ``k``)."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(field="k", value=k, problem="must be an integer >= 1")
+
+
+class LoopThread:
+    """An event loop in a daemon thread, started on first use.
+
+    Sync callers of an async backend run on it, so an async HTTP client keeps one loop for its whole
+    life, and the sync twin works even when the calling thread already runs a loop (a notebook).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="retryctl-backend-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion on the private loop and return its result (or raise its error)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure()).result()
+
+    def close(self) -> None:
+        """Stop the loop and join its thread; a later :meth:`run` starts a new one."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+
+class BackendBase(ABC):
+    """Shared base of the built-in backends: the sync twin and resource cleanup."""
+
+    def __init__(self) -> None:
+        self._runner = LoopThread()
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The model's name as it should appear in decision logs and price tables."""
+
+    @abstractmethod
+    async def sample(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """Return exactly ``k`` candidates, or raise a :class:`~retryctl.models.BackendError`."""
+
+    def sample_sync(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """Blocking twin of :meth:`sample`."""
+        return self._runner.run(self.sample(messages, params, k=k))
+
+    async def aclose(self) -> None:  # noqa: B027  (an optional hook: most backends hold nothing)
+        """Release network clients and the like (nothing by default)."""
+
+    def close(self) -> None:
+        """Release resources, including the private loop of the sync twin."""
+        self._runner.run(self.aclose())
+        self._runner.close()

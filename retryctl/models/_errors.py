@@ -1,0 +1,114 @@
+"""The errors a model backend raises: every failure of a call ends in one of these, never in a crash.
+
+    RuntimeFailure                      (retryctl.exceptions)
+    └── BackendError                    a model call failed; carries ``status_code`` and ``retry_after_s``
+        ├── TransientBackendError       worth retrying: 429, 5xx, timeout, dropped connection
+        │   └── BackendTimeout          no complete answer within the timeout
+        ├── MalformedResponse           the server answered, but not with a usable completion
+        └── TerminalBackendError        retrying the same call cannot help: 4xx, auth, unknown model
+            ├── BackendUnavailable      the backend cannot run here (e.g. the ``local`` extra is missing)
+            └── ReplayExhausted         a replay backend has no recorded sample left for a question
+
+``error_class`` is the class's verdict on retrying (``"transient"``, ``"validation"`` for a malformed
+response, ``"terminal"``), which ``retryctl.controller.classify`` honours without importing this module;
+``status_code`` and ``retry_after_s`` mirror the fields of HTTP errors for the same reason.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from retryctl.exceptions import RuntimeFailure
+
+__all__ = [
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "MalformedResponse",
+    "ReplayExhausted",
+    "TerminalBackendError",
+    "TransientBackendError",
+]
+
+
+class BackendError(RuntimeFailure):
+    """A model call failed.
+
+    ``backend`` names the backend (and model), ``status_code`` is the HTTP status when there was one,
+    ``retry_after_s`` the server's ``Retry-After`` in seconds when it sent one, ``attempts`` how many
+    tries were made before giving up.
+    """
+
+    error_class: ClassVar[str | None] = "terminal"
+    """``"transient"``, ``"validation"`` (malformed) or ``"terminal"``: what retrying can achieve."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.message = message
+        self.backend = backend
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        self.attempts = attempts
+        details = [f"backend={backend}"]
+        if status_code is not None:
+            details.append(f"status={status_code}")
+        if retry_after_s is not None:
+            details.append(f"retry_after={retry_after_s:g}s")
+        if attempts != 1:
+            details.append(f"attempts={attempts}")
+        super().__init__(f"{message} ({', '.join(details)})")
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call may succeed if tried again."""
+        return self.error_class == "transient"
+
+
+class TransientBackendError(BackendError):
+    """A fault that a later attempt may not meet: rate limit, server error, timeout, lost connection."""
+
+    error_class: ClassVar[str | None] = "transient"
+
+
+class BackendTimeout(TransientBackendError):
+    """The server did not answer completely within the timeout."""
+
+
+class MalformedResponse(BackendError):
+    """The server answered, but the body is not a usable completion (garbage, wrong schema, no choices).
+
+    ``body`` keeps the first 500 characters of what was received, for the decision log.
+    """
+
+    error_class: ClassVar[str | None] = "validation"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        body: str = "",
+        status_code: int | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.body = body[:500]
+        super().__init__(message, backend=backend, status_code=status_code, attempts=attempts)
+
+
+class TerminalBackendError(BackendError):
+    """A failure that the same call will meet again: bad request, authentication, unknown model."""
+
+
+class BackendUnavailable(TerminalBackendError):
+    """The backend cannot run in this environment; the message says what to install."""
+
+
+class ReplayExhausted(TerminalBackendError):
+    """A replay backend was asked for more samples of a question than its bank recorded."""

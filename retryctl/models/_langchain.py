@@ -1,0 +1,196 @@
+"""Any LangChain ``BaseChatModel`` as a backend.
+
+k candidates are k concurrent ``ainvoke`` calls (each with its own seed when sampling knobs are passed).
+Logprobs are read from the reply's ``response_metadata["logprobs"]`` when the model puts them there (as
+``ChatOpenAI(logprobs=True)`` does); usage from ``usage_metadata``; tool calls from ``tool_calls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import openai
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+
+from retryctl.models._base import BackendBase, check_k
+from retryctl.models._errors import (
+    BackendError,
+    BackendTimeout,
+    MalformedResponse,
+    TerminalBackendError,
+    TransientBackendError,
+)
+from retryctl.models._messages import MessagesLike, normalise_messages
+from retryctl.models._openai_wire import translate_error
+from retryctl.models._types import Candidate, SamplingParams, TokenLogprob, ToolCall, Usage
+
+__all__ = ["LangChainBackend", "ParamsToKwargs", "openai_style_kwargs", "stop_only_kwargs"]
+
+ParamsToKwargs = Callable[[SamplingParams, int | None], dict[str, Any]]
+"""Maps sampling parameters (and a candidate's seed) to the model's call kwargs."""
+
+
+def stop_only_kwargs(params: SamplingParams, seed: int | None) -> dict[str, Any]:
+    """Pass only ``stop``: the model keeps the temperature and the like it was built with."""
+    return {"stop": list(params.stop)} if params.stop else {}
+
+
+def openai_style_kwargs(params: SamplingParams, seed: int | None) -> dict[str, Any]:
+    """Call kwargs in the OpenAI request shape, which ``ChatOpenAI`` and its kin put in the payload."""
+    kwargs: dict[str, Any] = {"temperature": params.temperature, "max_tokens": params.max_tokens}
+    if seed is not None:
+        kwargs["seed"] = seed
+    if params.top_p is not None:
+        kwargs["top_p"] = params.top_p
+    if params.logprobs:
+        kwargs["logprobs"] = True
+        if params.top_logprobs:
+            kwargs["top_logprobs"] = params.top_logprobs
+    if params.stop:
+        kwargs["stop"] = list(params.stop)
+    if params.response_format is not None:
+        kwargs["response_format"] = dict(params.response_format)
+    return kwargs
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or ():
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, Mapping) and part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+    return "".join(parts)
+
+
+def _logprobs(metadata: Mapping[str, Any]) -> tuple[TokenLogprob, ...] | None:
+    """OpenAI-shaped logprobs (``{"content": [...]}`` or the bare list); ``None`` if absent or odd."""
+    raw = metadata.get("logprobs")
+    if isinstance(raw, Mapping):
+        raw = raw.get("content")
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for item in raw:
+        if not isinstance(item, Mapping) or not isinstance(item.get("logprob"), int | float):
+            return None
+        top = tuple(
+            (str(a.get("token", "")), float(a["logprob"]))
+            for a in item.get("top_logprobs") or ()
+            if isinstance(a, Mapping) and isinstance(a.get("logprob"), int | float)
+        )
+        out.append(TokenLogprob(str(item.get("token", "")), float(item["logprob"]), top))
+    return tuple(out)
+
+
+def _classify(exc: Exception, backend: str) -> BackendError:
+    if isinstance(exc, BackendError):
+        return exc
+    if isinstance(exc, openai.OpenAIError):
+        return translate_error(exc, backend=backend)
+    if isinstance(exc, TimeoutError):
+        return BackendTimeout(f"{type(exc).__name__}: {exc}", backend=backend)
+    if isinstance(exc, ConnectionError):
+        return TransientBackendError(f"{type(exc).__name__}: {exc}", backend=backend)
+    status = getattr(exc, "status_code", None)
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return TransientBackendError(message, backend=backend, status_code=status)
+    return TerminalBackendError(
+        message, backend=backend, status_code=status if isinstance(status, int) else None
+    )
+
+
+class LangChainBackend(BackendBase):
+    """Wraps a LangChain chat model.
+
+    ``to_kwargs`` decides which sampling knobs reach the model: :func:`stop_only_kwargs` (default)
+    keeps the model's own settings; :func:`openai_style_kwargs` suits ``ChatOpenAI``-like models.
+    Tools are bound with the model's ``bind_tools``.
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        to_kwargs: ParamsToKwargs = stop_only_kwargs,
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.to_kwargs = to_kwargs
+        self._name = name or str(
+            getattr(model, "model_name", None) or getattr(model, "model", None) or model._llm_type
+        )
+
+    @property
+    def name(self) -> str:
+        return f"langchain:{self._name}"
+
+    def _runnable(self, params: SamplingParams) -> Any:
+        if not params.tools:
+            return self.model
+        try:
+            return self.model.bind_tools([t.to_openai() for t in params.tools])
+        except NotImplementedError as exc:
+            raise TerminalBackendError(
+                f"{type(self.model).__name__} cannot bind tools", backend=self.name
+            ) from exc
+
+    async def _one(
+        self, runnable: Any, messages: list[BaseMessage], params: SamplingParams, seed: int | None
+    ) -> Candidate:
+        started = time.perf_counter()
+        try:
+            reply = await runnable.ainvoke(messages, **self.to_kwargs(params, seed))
+        except Exception as exc:
+            raise _classify(exc, self.name) from exc
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        if not isinstance(reply, AIMessage):
+            raise MalformedResponse(
+                f"model returned {type(reply).__name__}, not an AIMessage",
+                backend=self.name,
+                body=repr(reply),
+            )
+        usage: Mapping[str, Any] = reply.usage_metadata or {}
+        metadata = reply.response_metadata or {}
+        return Candidate(
+            text=_text(reply.content),
+            model=self.name,
+            tool_calls=tuple(
+                ToolCall(name=c["name"], arguments_json=json.dumps(c["args"]), id=c.get("id") or "")
+                for c in reply.tool_calls
+            ),
+            logprobs=_logprobs(metadata),
+            finish_reason=metadata.get("finish_reason") or metadata.get("stop_reason"),
+            usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
+            latency_ms=latency_ms,
+            seed=seed,
+        )
+
+    async def sample(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """k concurrent calls; the first failure is raised once all have ended."""
+        check_k(k)
+        params = params or SamplingParams()
+        # LangChain messages go through untouched (their extra fields intact); dicts are checked first.
+        lc_messages: list[BaseMessage] = [m for m in messages if isinstance(m, BaseMessage)]
+        if not messages or len(lc_messages) != len(messages):
+            lc_messages = convert_to_messages(normalise_messages(messages))
+        runnable = self._runnable(params)
+        seeds = [None if params.seed is None else params.seed + i for i in range(k)]
+        results = await asyncio.gather(
+            *(self._one(runnable, lc_messages, params, s) for s in seeds), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return [r for r in results if isinstance(r, Candidate)]

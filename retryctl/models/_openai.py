@@ -1,0 +1,202 @@
+"""Any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, llama.cpp, Ollama) via ``openai``.
+
+k candidates come from one request with ``n=k`` when the server honours ``n``; llama.cpp's server answers
+``n=2`` with one choice, so the backend notices the shortfall, remembers it, and draws the rest as
+parallel single requests with distinct seeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import weakref
+from dataclasses import replace
+from typing import Any, Literal
+
+import openai
+import structlog
+
+from retryctl.exceptions import ConfigError
+from retryctl.models._base import BackendBase, check_k
+from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._openai_wire import parse_completion, translate_error
+from retryctl.models._retry import RetrySettings, Sleep, call_with_retries
+from retryctl.models._types import Candidate, SamplingParams
+
+__all__ = ["NMode", "OpenAIBackend"]
+
+NMode = Literal["auto", "native", "parallel"]
+"""``auto`` detects whether the server honours ``n``; ``native`` trusts it; ``parallel`` never sends it."""
+
+_log = structlog.get_logger("retryctl.models")
+_SEED_SPACE = 2**31
+
+
+class OpenAIBackend(BackendBase):
+    """Samples from an OpenAI-compatible server.
+
+    ``api_key`` defaults to ``$OPENAI_API_KEY``, else a placeholder that local servers ignore.
+    ``client`` may be given to share an ``AsyncOpenAI``; it must then have ``max_retries=0`` so that
+    retries stay with :class:`RetrySettings`. ``sleep`` replaces ``asyncio.sleep`` between retries
+    (tests record the waits instead of sleeping).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        retry: RetrySettings | None = None,
+        n_mode: NMode = "auto",
+        client: openai.AsyncOpenAI | None = None,
+        sleep: Sleep | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if not model:
+            raise ConfigError(field="model", value=model, problem="must name the served model")
+        if timeout_s <= 0:
+            raise ConfigError(field="timeout_s", value=timeout_s, problem="must be > 0")
+        if n_mode not in ("auto", "native", "parallel"):
+            raise ConfigError(field="n_mode", value=n_mode, problem="must be auto|native|parallel")
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.retry = retry or RetrySettings()
+        self.n_mode: NMode = n_mode
+        self.extra_body = dict(extra_body or {})
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        self._shared_client = client
+        self._sleep = sleep
+        # One client per event loop: an async HTTP pool must not cross loops.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.honours_n: bool | None = {"auto": None, "native": True, "parallel": False}[n_mode]
+        """Whether the server returns n choices for ``n``; learnt on the first k > 1 call in auto mode."""
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def _client(self) -> openai.AsyncOpenAI:
+        if self._shared_client is not None:
+            return self._shared_client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                timeout=self.timeout_s,
+                max_retries=0,
+            )
+            self._clients[loop] = client
+        return client
+
+    def _payload(self, messages: list[Message], params: SamplingParams, n: int, seed: int) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+            "seed": seed,
+        }
+        if n > 1:
+            payload["n"] = n
+        if params.logprobs:
+            payload["logprobs"] = True
+            if params.top_logprobs:
+                payload["top_logprobs"] = params.top_logprobs
+        if params.top_p is not None:
+            payload["top_p"] = params.top_p
+        if params.stop:
+            payload["stop"] = list(params.stop)
+        if params.tools:
+            payload["tools"] = [t.to_openai() for t in params.tools]
+        if params.response_format is not None:
+            payload["response_format"] = dict(params.response_format)
+        # Not in OpenAI's API; llama.cpp, vLLM and SGLang read them from the body.
+        extra = dict(self.extra_body)
+        if params.top_k is not None:
+            extra["top_k"] = params.top_k
+        if params.min_p is not None:
+            extra["min_p"] = params.min_p
+        if extra:
+            payload["extra_body"] = extra
+        return payload
+
+    async def _once(self, payload: dict[str, Any], seed: int) -> list[Candidate]:
+        started = time.perf_counter()
+        try:
+            raw = await self._client().chat.completions.with_raw_response.create(**payload)
+            body = raw.text
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, backend=self.name) from exc
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        return parse_completion(
+            body,
+            backend=self.name,
+            model=self.model,
+            latency_ms=latency_ms,
+            seed=seed,
+            status_code=raw.status_code,
+        )
+
+    async def _request(
+        self, messages: list[Message], params: SamplingParams, n: int, seed: int
+    ) -> list[Candidate]:
+        payload = self._payload(messages, params, n, seed)
+        return await call_with_retries(
+            lambda: self._once(payload, seed), self.retry, sleep=self._sleep, label=self.name
+        )
+
+    async def _parallel(
+        self, messages: list[Message], params: SamplingParams, seeds: list[int]
+    ) -> list[Candidate]:
+        results = await asyncio.gather(
+            *(self._request(messages, params, 1, s) for s in seeds), return_exceptions=True
+        )
+        candidates: list[Candidate] = []
+        for result in results:
+            # The first failure is raised only after every request ended: none is left running.
+            if isinstance(result, BaseException):
+                raise result
+            candidates.extend(result[:1])
+        return candidates
+
+    async def sample(
+        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """Return k candidates; raises a :class:`~retryctl.models.BackendError` subclass on failure."""
+        check_k(k)
+        params = params or SamplingParams()
+        msgs = normalise_messages(messages)
+        base = params.seed if params.seed is not None else random.randrange(_SEED_SPACE)
+        seeds = [(base + i) % _SEED_SPACE for i in range(k)]
+        if k == 1 or self.honours_n is False:
+            return await self._parallel(msgs, params, seeds)
+        first = await self._request(msgs, params, k, seeds[0])
+        if len(first) >= k:
+            self.honours_n = True
+            return first[:k]
+        if self.n_mode == "auto":
+            self.honours_n = False
+            _log.info("backend.n_ignored", backend=self.name, asked=k, got=len(first))
+        note = f"server ignored n={k} (returned {len(first)}); sampled separately with its own seed"
+        rest = await self._parallel(msgs, params, seeds[len(first) :])
+        return first + [_with_note(c, note) for c in rest]
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+
+def _with_note(candidate: Candidate, note: str) -> Candidate:
+    return replace(candidate, notes=(*candidate.notes, note))

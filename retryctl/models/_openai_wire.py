@@ -1,0 +1,231 @@
+"""The OpenAI chat-completions wire format, read defensively.
+
+Servers that call themselves OpenAI-compatible differ (and break): the body is validated here with our
+own lenient models rather than trusted, and every HTTP-client error becomes a classified
+:class:`~retryctl.models.BackendError`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from retryctl.models._errors import (
+    BackendError,
+    BackendTimeout,
+    MalformedResponse,
+    TerminalBackendError,
+    TransientBackendError,
+)
+from retryctl.models._types import Candidate, TokenLogprob, ToolCall, Usage
+
+__all__ = ["parse_completion", "parse_retry_after", "split_usage", "translate_error"]
+
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _TopLogprob(_Wire):
+    token: str
+    logprob: float
+
+
+class _TokenLogprob(_Wire):
+    token: str
+    logprob: float
+    top_logprobs: list[_TopLogprob] | None = None
+
+
+class _Logprobs(_Wire):
+    content: list[_TokenLogprob] | None = None
+
+
+class _Function(_Wire):
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class _ToolCall(_Wire):
+    id: str | None = None
+    function: _Function
+
+
+class _Message(_Wire):
+    content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(_Wire):
+    index: int = 0
+    message: _Message
+    finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
+
+
+class _Usage(_Wire):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _Completion(_Wire):
+    choices: list[_Choice]
+    usage: _Usage | None = None
+    model: str | None = None
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date); ``None`` if absent."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if "retry-after-ms" in lowered:
+        try:
+            return float(lowered["retry-after-ms"]) / 1000.0
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def translate_error(exc: Exception, *, backend: str) -> BackendError:
+    """Map an ``openai`` client error to the backend error class that says what retrying can do."""
+    if isinstance(exc, BackendError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError):
+        return BackendTimeout("request timed out", backend=backend)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {type(cause).__name__}: {cause}" if cause else ""
+        return TransientBackendError(f"connection failed{detail}", backend=backend)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(exc.response.headers)
+        message = f"HTTP {status}: {str(exc.message)[:200]}"
+        if status in _TRANSIENT_STATUS or status >= 500:
+            return TransientBackendError(
+                message, backend=backend, status_code=status, retry_after_s=retry_after
+            )
+        return TerminalBackendError(message, backend=backend, status_code=status, retry_after_s=retry_after)
+    if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
+        return MalformedResponse(f"unreadable response: {exc}", backend=backend)
+    return TerminalBackendError(f"{type(exc).__name__}: {exc}", backend=backend)
+
+
+def split_usage(total: Usage, weights: Sequence[int]) -> list[Usage]:
+    """Share a call's usage among its candidates: input to the first, output by ``weights``.
+
+    The parts always add up to ``total``, so summing candidates never double-counts a prompt.
+    """
+    count = len(weights)
+    if count == 0:
+        return []
+    weight_sum = sum(weights)
+    shares = [
+        (total.output_tokens * w) // weight_sum if weight_sum else total.output_tokens // count
+        for w in weights
+    ]
+    shares[-1] += total.output_tokens - sum(shares)
+    return [
+        Usage(input_tokens=total.input_tokens if i == 0 else 0, output_tokens=shares[i]) for i in range(count)
+    ]
+
+
+def _logprobs(choice: _Choice) -> tuple[TokenLogprob, ...] | None:
+    if choice.logprobs is None or choice.logprobs.content is None:
+        return None
+    return tuple(
+        TokenLogprob(
+            token=t.token,
+            logprob=t.logprob,
+            top=tuple((a.token, a.logprob) for a in (t.top_logprobs or ())),
+        )
+        for t in choice.logprobs.content
+    )
+
+
+def _tool_calls(choice: _Choice) -> tuple[ToolCall, ...]:
+    return tuple(
+        ToolCall(
+            name=call.function.name,
+            arguments_json=(
+                call.function.arguments
+                if isinstance(call.function.arguments, str)
+                else json.dumps(call.function.arguments)
+            ),
+            id=call.id or "",
+        )
+        for call in choice.message.tool_calls or ()
+    )
+
+
+def parse_completion(
+    body: str,
+    *,
+    backend: str,
+    model: str,
+    latency_ms: float,
+    seed: int | None,
+    status_code: int | None = None,
+) -> list[Candidate]:
+    """Candidates from a chat-completion body; :class:`MalformedResponse` for anything unusable."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MalformedResponse(
+            f"body is not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc})",
+            backend=backend,
+            body=body,
+            status_code=status_code,
+        ) from exc
+    try:
+        completion = _Completion.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise MalformedResponse(
+            f"not a chat completion: {where}: {first['msg']}",
+            backend=backend,
+            body=body,
+            status_code=status_code,
+        ) from exc
+    if not completion.choices:
+        raise MalformedResponse(
+            "response has no choices", backend=backend, body=body, status_code=status_code
+        )
+    choices = sorted(completion.choices, key=lambda c: c.index)
+    logprobs = [_logprobs(c) for c in choices]
+    wire_usage = completion.usage
+    total = Usage(wire_usage.prompt_tokens, wire_usage.completion_tokens) if wire_usage else Usage()
+    usages = split_usage(total, [len(lp) if lp else 1 for lp in logprobs])
+    notes = () if wire_usage else ("the server reported no usage",)
+    return [
+        Candidate(
+            text=choice.message.content or "",
+            model=model,
+            tool_calls=_tool_calls(choice),
+            logprobs=lp,
+            finish_reason=choice.finish_reason,
+            usage=usage,
+            latency_ms=latency_ms,
+            seed=seed,
+            notes=notes,
+        )
+        for choice, lp, usage in zip(choices, logprobs, usages, strict=True)
+    ]

@@ -1,0 +1,30 @@
+"""The contract between backend errors and the controller's ``classify``: error class, status and Retry-After
+must survive classification (the nodes layer retries, refines or switches on it)."""
+
+from __future__ import annotations
+
+from retryctl.controller import classify
+from retryctl.controller._errors import ErrorClass
+from retryctl.models import (
+    BackendTimeout,
+    MalformedResponse,
+    ReplayExhausted,
+    TerminalBackendError,
+    TransientBackendError,
+)
+
+
+class TestBackendErrorsClassify:
+    def test_transient_keeps_status_and_retry_after(self):
+        got = classify(TransientBackendError("x", backend="b", status_code=429, retry_after_s=3.0))
+        assert got.error_class is ErrorClass.TRANSIENT
+        assert got.status_code == 429 and got.retry_after_s == 3.0
+        assert classify(BackendTimeout("slow", backend="b")).error_class is ErrorClass.TRANSIENT
+
+    def test_malformed_is_validation(self):
+        assert classify(MalformedResponse("junk", backend="b")).error_class is ErrorClass.VALIDATION
+
+    def test_terminal_stays_terminal(self):
+        got = classify(TerminalBackendError("bad", backend="b", status_code=400))
+        assert got.error_class is ErrorClass.TERMINAL and got.status_code == 400
+        assert classify(ReplayExhausted("none left", backend="b")).error_class is ErrorClass.TERMINAL
