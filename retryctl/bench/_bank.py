@@ -1,7 +1,6 @@
-"""Sample banks: JSONL, one question a line (format in DESIGN.md), loaded into int-coded answers.
+"""Sample banks coded for fast replay (the file format and its validation are in :mod:`retryctl.banks`).
 
-Each line is ``{"id", "question", "gold", "samples": [{"text", "answer"?, "token_logprobs"?}]}``. A
-sample's answer key is ``default_equivalence.normalise(answer)`` when ``answer`` is given, else
+A sample's answer key is ``default_equivalence.normalise(answer)`` when ``answer`` is given, else
 ``default_equivalence(text)``; the gold is normalised the same way. A sample with token logprobs gets
 the geometric-mean token probability, exp(mean logprob), as its confidence. Keys are coded as small
 ints per question so a replay compares ints, not strings.
@@ -9,14 +8,12 @@ ints per question so a replay compares ints, not strings.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from retryctl import banks
 from retryctl.controller._equivalence import default_equivalence
-from retryctl.exceptions import BankFormatError
 
 __all__ = ["NO_ANSWER", "Bank", "BankQuestion", "load_bank"]
 
@@ -78,78 +75,23 @@ class Bank:
         return any(q.has_confidences for q in self.questions)
 
 
-def _fail(path: str, line: int, problem: str) -> BankFormatError:
-    return BankFormatError(path=path, line=line, problem=problem)
-
-
-def _scalar_text(value: object) -> str | None:
-    """A gold or answer may be a string or a number; anything else is a format error (None)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and math.isfinite(value):
-        return str(value)
-    return None
-
-
-def _confidence(logprobs: object, where: str) -> float | None:
-    if not isinstance(logprobs, list) or not all(
-        isinstance(lp, int | float) and not isinstance(lp, bool) for lp in logprobs
-    ):
-        raise ValueError(f"{where}.token_logprobs must be a list of numbers")
-    if not logprobs:
-        return None
-    if not all(math.isfinite(lp) and lp <= 1e-6 for lp in logprobs):
-        raise ValueError(f"{where}.token_logprobs must be finite log-probabilities (<= 0)")
-    return min(1.0, math.exp(sum(logprobs) / len(logprobs)))
-
-
-def _question(record: Any) -> BankQuestion:
-    """Validate one parsed line; ValueError carries the problem."""
-    if not isinstance(record, dict):
-        raise ValueError(f"a line must be a JSON object, got {type(record).__name__}")
-    for name in ("id", "question", "gold", "samples"):
-        if name not in record:
-            raise ValueError(f"missing field {name!r}")
-    qid = _scalar_text(record["id"])
-    if qid is None:
-        raise ValueError("field 'id' must be a string or a number")
-    if not isinstance(record["question"], str):
-        raise ValueError("field 'question' must be a string")
-    gold_text = _scalar_text(record["gold"])
-    if gold_text is None:
-        raise ValueError("field 'gold' must be a string or a number")
-    samples = record["samples"]
-    if not isinstance(samples, list):
-        raise ValueError("field 'samples' must be a list")
-    if not samples:
-        raise ValueError("field 'samples' is empty")
+def _encode(question: banks.BankQuestion) -> BankQuestion:
+    """Code a question's answers as small ints through answer equivalence."""
     codes: dict[str, int] = {}
     answers: list[int] = []
     confidences: list[float | None] = []
-    for i, sample in enumerate(samples):
-        where = f"samples[{i}]"
-        if not isinstance(sample, dict):
-            raise ValueError(f"{where} must be an object")
-        text = sample.get("text")
-        if not isinstance(text, str):
-            raise ValueError(f"{where}.text must be a string")
-        raw = sample.get("answer")
-        if raw is None:
-            key = default_equivalence(text)
+    for sample in question.samples:
+        if sample.answer is None:
+            key = default_equivalence(sample.text)
         else:
-            answer_text = _scalar_text(raw)
-            if answer_text is None:
-                raise ValueError(f"{where}.answer must be a string, a number or null")
-            key = default_equivalence.normalise(answer_text)
+            key = default_equivalence.normalise(sample.answer)
         answers.append(NO_ANSWER if key is None else codes.setdefault(key, len(codes)))
-        logprobs = sample.get("token_logprobs")
-        confidences.append(None if logprobs is None else _confidence(logprobs, where))
-    gold_key = default_equivalence.normalise(gold_text)
+        lps = sample.token_logprobs
+        confidences.append(min(1.0, math.exp(sum(lps) / len(lps))) if lps else None)
+    gold_key = default_equivalence.normalise(question.gold)
     gold = codes.get(gold_key, NO_ANSWER) if gold_key is not None else NO_ANSWER
     return BankQuestion(
-        id=qid,
+        id=question.id,
         keys=tuple(codes),
         answers=tuple(answers),
         confidences=tuple(confidences),
@@ -158,29 +100,5 @@ def _question(record: Any) -> BankQuestion:
 
 
 def load_bank(path: str | Path) -> Bank:
-    """Read and validate a bank; a malformed line raises :class:`BankFormatError` naming it (1-based).
-
-    Blank lines are skipped. A missing file raises :class:`FileNotFoundError`; an empty bank (no
-    question) is a format error at line 1.
-    """
-    name = str(path)
-    questions: list[BankQuestion] = []
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise _fail(name, number, f"not UTF-8 text (byte {exc.start + 1})") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _fail(name, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-            try:
-                questions.append(_question(record))
-            except ValueError as exc:
-                raise _fail(name, number, str(exc)) from None
-    if not questions:
-        raise _fail(name, 1, "the bank has no questions")
-    return Bank(path=name, questions=tuple(questions))
+    """Read and validate a bank (:func:`retryctl.banks.load_bank`), then code its answers."""
+    return Bank(path=str(path), questions=tuple(_encode(q) for q in banks.load_bank(path)))

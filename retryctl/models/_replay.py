@@ -1,108 +1,26 @@
 """Replay: a sample bank's recorded samples served as candidates, in a chosen order.
 
-A bank is JSON Lines, one question a line (DESIGN.md, "Sample banks"):
-``{"id", "question", "gold", "samples": [{"text", "answer"?, "token_logprobs"?: [float]}]}``.
-The backend finds the question from the last user message (its text, or its id), then hands out that
+Banks are read by :func:`retryctl.banks.load_bank` (the format is documented there). The backend finds
+the question from the last user message (its text, or its id), then hands out that
 question's samples in the given order, k at a time, never one twice.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retryctl.exceptions import BankFormatError, ConfigError
+from retryctl.banks import BankQuestion, RecordedSample, load_bank
+from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._errors import ReplayExhausted
 from retryctl.models._messages import MessagesLike, normalise_messages
 from retryctl.models._types import Candidate, SamplingParams, TokenLogprob
 
 __all__ = ["BankQuestion", "RecordedSample", "ReplayBackend", "load_bank", "random_order"]
-
-
-@dataclass(frozen=True)
-class RecordedSample:
-    """One recorded model answer."""
-
-    text: str
-    """The answer's full text."""
-    answer: str | None = None
-    """The answer extracted when the bank was made, if recorded."""
-    token_logprobs: tuple[float, ...] | None = None
-    """Per-token logprobs, if recorded."""
-
-
-@dataclass(frozen=True)
-class BankQuestion:
-    """A question of a bank with its gold answer and recorded samples."""
-
-    id: str
-    """Unique id within the bank."""
-    question: str
-    """The question text as it was asked."""
-    gold: str | None
-    """The reference answer."""
-    samples: tuple[RecordedSample, ...]
-    """Recorded samples in recording order."""
-
-
-def _sample(raw: Any, where: str) -> RecordedSample:
-    if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
-        raise ValueError(f"{where}: a sample must be an object with a string 'text'")
-    logprobs = raw.get("token_logprobs")
-    if logprobs is not None and (
-        not isinstance(logprobs, list)
-        or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in logprobs)
-    ):
-        raise ValueError(f"{where}: 'token_logprobs' must be a list of numbers")
-    answer = raw.get("answer")
-    return RecordedSample(
-        text=raw["text"],
-        answer=None if answer is None else str(answer),
-        token_logprobs=None if logprobs is None else tuple(float(x) for x in logprobs),
-    )
-
-
-def _question(raw: Any) -> BankQuestion:
-    if not isinstance(raw, dict):
-        raise ValueError("a line must be a JSON object")
-    for key in ("id", "question"):
-        if not isinstance(raw.get(key), str | int) or isinstance(raw.get(key), bool):
-            raise ValueError(f"'{key}' is missing or not a string")
-    samples = raw.get("samples")
-    if not isinstance(samples, list) or not samples:
-        raise ValueError("'samples' must be a non-empty list")
-    gold = raw.get("gold")
-    return BankQuestion(
-        id=str(raw["id"]),
-        question=str(raw["question"]),
-        gold=None if gold is None else str(gold),
-        samples=tuple(_sample(s, f"samples[{i}]") for i, s in enumerate(samples)),
-    )
-
-
-def load_bank(path: str | Path) -> list[BankQuestion]:
-    """Read a bank file; :class:`~retryctl.exceptions.BankFormatError` names the first bad line."""
-    questions: list[BankQuestion] = []
-    seen: set[str] = set()
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                question = _question(json.loads(line))
-            except (json.JSONDecodeError, ValueError) as exc:
-                raise BankFormatError(path=str(path), line=number, problem=str(exc)) from exc
-            if question.id in seen:
-                raise BankFormatError(path=str(path), line=number, problem=f"duplicate id {question.id!r}")
-            seen.add(question.id)
-            questions.append(question)
-    return questions
 
 
 def random_order(question: BankQuestion, rng: random.Random) -> list[int]:

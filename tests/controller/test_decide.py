@@ -228,3 +228,18 @@ class TestPolicy:
         rule = Policy(stopping="sc-3").stopping_rule()
         assert rule(Tally.of(["a", "a", "a"])).stop
         assert not rule(Tally.of(["a", "a"])).stop
+
+
+class TestDecideWithTheDefaultRule:
+    def test_three_different_answers_at_the_cap_are_not_accepted(self):
+        policy = Policy(max_samples=3)
+        tally = Tally.of(["1", "2", "3"], max_samples=3)
+        verdict = decide(Observation(tally=tally, stop=policy.stopping_rule()(tally)), policy)
+        assert verdict.action is not Action.ACCEPT
+        assert verdict.confidence == pytest.approx(0.5)
+
+    def test_three_agreeing_answers_at_the_cap_are_accepted(self):
+        policy = Policy(max_samples=3)
+        tally = Tally.of(["7", "7", "7"], max_samples=3)
+        verdict = decide(Observation(tally=tally, stop=policy.stopping_rule()(tally)), policy)
+        assert verdict.action is Action.ACCEPT

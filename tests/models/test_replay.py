@@ -41,10 +41,19 @@ class TestLoadBank:
         [
             ("not json", "Expecting value"),
             ([1], "JSON object"),
-            ({"id": "x", "question": "q", "samples": []}, "non-empty"),
-            ({"question": "q", "samples": [{"text": "a"}]}, "'id'"),
-            ({"id": "x", "question": "q", "samples": [{"answer": "a"}]}, "samples[0]"),
-            ({"id": "x", "question": "q", "samples": [{"text": "a", "token_logprobs": ["x"]}]}, "numbers"),
+            ({"id": "x", "question": "q", "gold": "g", "samples": []}, "'samples' is empty"),
+            ({"question": "q", "gold": "g", "samples": [{"text": "a"}]}, "'id'"),
+            ({"id": "x", "question": "q", "samples": [{"text": "a"}]}, "'gold'"),
+            ({"id": "x", "question": "q", "gold": "g", "samples": [{"answer": "a"}]}, "samples[0]"),
+            (
+                {
+                    "id": "x",
+                    "question": "q",
+                    "gold": "g",
+                    "samples": [{"text": "a", "token_logprobs": ["x"]}],
+                },
+                "numbers",
+            ),
         ],
     )
     def test_bad_lines_name_file_and_line(self, tmp_path, line, problem):

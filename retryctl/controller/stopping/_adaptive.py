@@ -12,7 +12,7 @@ leader still leads after ``max_samples`` samples reaches ``threshold``. See docs
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from retryctl.controller.stopping._base import StopDecision, StopRule, Tally
@@ -176,18 +176,33 @@ class PredictiveMajority(StopRule):
         )
         return max(0.0, 1.0 - overtaken)
 
+    def modal_posterior(self, votes: Votes) -> float:
+        """P(the leader's share beats the runner-up's) under the same prior: the confidence reported."""
+        if votes.n == 0 or votes.lead_is_none:
+            return 0.0
+        return beta_sf_half(votes.first + self.prior, votes.second + self.prior)
+
     def __call__(self, tally: Tally) -> StopDecision:
         votes = votes_of(tally)
+        # The stay probability says whether more samples could change the answer; at the cap it is 1
+        # whatever the votes. The confidence the controller fuses must say whether the answer is the
+        # model's modal one, so it is capped by that posterior (three different answers: 0.5, not 1).
+        posterior = self.modal_posterior(votes)
         if tally.n >= tally.max_samples:
-            return cap_reached(tally, self.name, 1.0 if tally.n else 0.0)
+            return cap_reached(tally, self.name, posterior)
         if tally.n == 0:
             return _no_samples(self.name)
         prob = self.stay_probability(votes, tally.max_samples)
-        return _decide(
+        decision = _decide(
             tally,
             votes,
             prob=prob,
             threshold=self.threshold,
             what=f"P(still leads at {tally.max_samples})",
             rule=self.name,
+        )
+        return replace(
+            decision,
+            confidence=min(prob, posterior),
+            details={**decision.details, "modal_posterior": posterior},
         )

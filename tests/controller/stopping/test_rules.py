@@ -16,6 +16,7 @@ from retryctl.controller.stopping import (
     StopDecision,
     Tally,
     ThresholdRule,
+    beta_sf_half,
     predictive_stay_prob,
     votes_of,
 )
@@ -185,16 +186,27 @@ class TestPredictiveMajority:
         assert rule(tally("aaaaaab")).stop
 
     def test_every_rival_counts_by_the_union_bound(self) -> None:
-        one_rival = PredictiveMajority()(tally("aaaaaab")).confidence
+        one_rival = PredictiveMajority()(tally("aaaaaab")).details["posterior"]
         assert one_rival == pytest.approx(predictive_stay_prob(6, 1, 7, 40, 0.5))
-        two_rivals = PredictiveMajority()(tally("aaaaaabc")).confidence
+        two_rivals = PredictiveMajority()(tally("aaaaaabc")).details["posterior"]
         assert two_rivals == pytest.approx(1 - 2 * (1 - predictive_stay_prob(6, 1, 8, 40, 0.5)))
         assert two_rivals < predictive_stay_prob(6, 1, 8, 40, 0.5)
 
     def test_a_small_budget_makes_it_stop_sooner(self) -> None:
         # With 4 samples in all, 3-0 cannot be overturned: the leader survives surely.
         decision = PredictiveMajority()(tally("aaa", max_samples=4))
-        assert decision.stop and decision.confidence == pytest.approx(1.0)
+        assert decision.stop and decision.details["posterior"] == pytest.approx(1.0)
+        # ...but surviving is not being right: the confidence is the Jeffreys posterior of 3-0.
+        assert decision.confidence == pytest.approx(beta_sf_half(3.5, 0.5))
+
+    def test_confidence_at_the_cap_reflects_disagreement(self) -> None:
+        # Regression: at the cap nothing can overturn the leader, which once read as confidence 1.0 and
+        # let decide() accept three different answers.
+        split = PredictiveMajority()(tally("abc", max_samples=3))
+        assert split.stop and split.confidence == pytest.approx(0.5)
+        agreed = PredictiveMajority()(tally("aaa", max_samples=3))
+        assert agreed.confidence > 0.95 > 0.5
+        assert PredictiveMajority()(tally("", max_samples=0)).confidence == 0.0
 
     def test_reason_and_cap(self) -> None:
         rule = PredictiveMajority()
