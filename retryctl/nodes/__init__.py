@@ -1,1 +1,57 @@
-"""Arrives with its own issue; see DESIGN.md."""
+"""LangGraph wiring: the controlled step graph, the ``ToolNode`` drop-in, ``ask_user`` interrupts.
+
+Nothing here decides anything: nodes gather what happened into an
+:class:`~retryctl.controller.Observation`, call :func:`~retryctl.controller.decide`, and turn the verdict
+into LangGraph control flow (``Command(goto=...)``, ``interrupt()``). Every verdict is written to the
+decision log, when one is given, and emitted on the custom stream (``stream_mode="custom"``).
+"""
+
+from __future__ import annotations
+
+from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._events import REPLY_EVENT, VERDICT_EVENT, Emitter
+from retryctl.nodes._interrupt import ASK_EVENT, UserReply, parse_reply
+from retryctl.nodes._journal import MemoryToolJournal, SQLiteToolJournal, ToolJournal
+from retryctl.nodes._persist import sqlite_checkpointer
+from retryctl.nodes._sampling import SamplingSchedule
+from retryctl.nodes._state import (
+    CandidateRecord,
+    ControlState,
+    StepInput,
+    StepOutput,
+    StepResult,
+    StepState,
+    VerdictRecord,
+)
+from retryctl.nodes._step import ControlledStep
+from retryctl.nodes._tool_node import TOOL_POLICY, ControlledToolNode
+from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, is_idempotent
+
+__all__ = [
+    "ASK_EVENT",
+    "REPLY_EVENT",
+    "TOOL_POLICY",
+    "VERDICT_EVENT",
+    "ArgsAdapter",
+    "CandidateRecord",
+    "ControlState",
+    "ControlledStep",
+    "ControlledToolNode",
+    "Emitter",
+    "MemoryToolJournal",
+    "ResultValidator",
+    "SQLiteToolJournal",
+    "SamplingSchedule",
+    "StepInput",
+    "StepOutput",
+    "StepResult",
+    "StepState",
+    "ToolJournal",
+    "UserReply",
+    "VerdictRecord",
+    "WaitRetryAfter",
+    "backoff_seconds",
+    "is_idempotent",
+    "parse_reply",
+    "sqlite_checkpointer",
+]

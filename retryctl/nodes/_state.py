@@ -1,0 +1,161 @@
+"""The typed state of a controlled step, kept JSON-plain so any checkpointer can store it.
+
+Every value in the state is a dict, list, str, number or ``None`` (and LangChain messages in
+``messages``): a checkpoint written by one process must load in another without unpickling retryctl
+objects, and the same state must serialise under any LangGraph checkpointer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+__all__ = [
+    "CandidateRecord",
+    "ControlState",
+    "StepInput",
+    "StepOutput",
+    "StepResult",
+    "StepState",
+    "VerdictRecord",
+    "append_or_reset",
+]
+
+ResultStatus = Literal["accepted", "answered_by_user", "stopped"]
+
+
+class CandidateRecord(TypedDict):
+    """One sampled candidate as the state keeps it."""
+
+    text: str
+    """The candidate's text."""
+    answer: str | None
+    """Its canonical answer after answer equivalence, ``None`` when none could be extracted."""
+    token_confidence: float | None
+    """exp(mean token logprob), ``None`` without logprobs."""
+    model: str
+    """The backend that produced it."""
+    attempt: int
+    """The attempt that drew it."""
+    seed: int | None
+    """The seed it was drawn with."""
+
+
+class VerdictRecord(TypedDict):
+    """One verdict of the step with where it happened: the verdict dump plus attempt and target."""
+
+    attempt: int
+    """1-based attempt number within the step."""
+    target: str | None
+    """The model or tool that acted in that attempt."""
+    verdict: dict[str, Any]
+    """``Verdict.model_dump(mode="json")``: action, reason, confidence, answer, evidence..."""
+
+
+class StepResult(TypedDict):
+    """How a step ended. A ``stopped`` step is a normal result, never an exception."""
+
+    status: ResultStatus
+    """``accepted`` (the controller accepted a candidate), ``answered_by_user`` or ``stopped``."""
+    answer: str | None
+    """The accepted (or the user's) canonical answer; for ``stopped``, the best answer so far."""
+    text: str | None
+    """The full text of that candidate (or the user's answer)."""
+    confidence: float | None
+    """The fused confidence of the last verdict."""
+    reason: str
+    """Why the step ended, as the last verdict (or the user) said."""
+    usage: dict[str, float]
+    """What the step used, by budget limit name."""
+    attempts: int
+    """Attempts made."""
+
+
+class ControlState(TypedDict, total=False):
+    """The controller's bookkeeping for one step, in one key so it never collides with a parent's keys."""
+
+    attempt: int
+    """Attempts started so far."""
+    target: str | None
+    """The model currently sampled (a member of the equivalence group)."""
+    tried: list[str]
+    """Models already switched away from."""
+    retries: int
+    """Transient retries of the current target."""
+    refines: int
+    """Refine rounds so far."""
+    switches: int
+    """Switches so far."""
+    feedback: list[dict[str, Any]]
+    """Earlier refines: ``{"previous": best text, "feedback": message}``, replayed into later prompts."""
+    error: dict[str, Any] | None
+    """The classified error of the last attempt: ``error_class``, ``reason``, ``retry_after_s``..."""
+    exhausted: dict[str, Any] | None
+    """The spent budget limit of the last attempt, if any."""
+    stop: dict[str, Any] | None
+    """The stopping rule's decision about the last attempt's samples."""
+    signals: list[dict[str, Any]]
+    """Signals measured by ``assess``: name, value, available, note."""
+    validators: list[dict[str, Any]]
+    """Validator results of the best candidate: name, passed, evidence."""
+    breakers: dict[str, str]
+    """Breaker states when the attempt ran."""
+    extra_budget: dict[str, float]
+    """Budget the user added through ``ask_user`` (added to the step budget's limits)."""
+    elapsed_s: float
+    """Wall seconds spent acting so far, across processes."""
+    latency_ms: float
+    """Latency of the last attempt."""
+    notes: list[str]
+    """Facts about the last attempt worth explaining (e.g. sampling ended early on a budget)."""
+    best: dict[str, Any] | None
+    """The best candidate so far: ``answer``, ``text``, ``model``, ``attempt``."""
+    last_verdict: dict[str, Any] | None
+    """The latest verdict, dumped to JSON."""
+    stop_reason: str | None
+    """Why the step stops when it was not a verdict's reason (the user chose to stop)."""
+
+
+def append_or_reset(
+    left: list[VerdictRecord] | None, right: list[VerdictRecord] | None
+) -> list[VerdictRecord]:
+    """The verdict history's reducer: append, or start over when a new step run writes ``None``."""
+    if right is None:
+        return []
+    return [*(left or []), *right]
+
+
+class StepInput(TypedDict):
+    """What a controlled step reads: the conversation so far."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class StepOutput(TypedDict, total=False):
+    """What a controlled step hands back to a parent graph."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation with the accepted answer appended as an AI message."""
+    result: StepResult | None
+    """How the step ended."""
+    verdicts: Annotated[list[VerdictRecord], append_or_reset]
+    """Every verdict of the step, in order."""
+
+
+class StepState(TypedDict, total=False):
+    """The full state of a controlled step graph."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """Inputs: the conversation the step answers."""
+    candidates: list[CandidateRecord]
+    """The candidates of the current attempt."""
+    verdicts: Annotated[list[VerdictRecord], append_or_reset]
+    """Verdict history of the current run of the step."""
+    usage: dict[str, float]
+    """Ledger usage of the step so far, by limit name."""
+    result: StepResult | None
+    """Set by ``accept`` or ``stop``."""
+    control: ControlState
+    """The controller's bookkeeping."""

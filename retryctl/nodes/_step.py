@@ -1,0 +1,388 @@
+"""The controlled step: ``act → assess → decide → {accept, refine, retry, switch, ask_user, stop}``.
+
+A compiled LangGraph graph that answers the conversation in ``messages`` with a model of an equivalence
+group. Each node only moves state between LangGraph and the controller: every decision is
+:func:`~retryctl.controller.decide`'s, every route a ``Command(goto=...)``. Use it as a subgraph or as a
+single node of a parent graph (``parent.add_node("solve", step.compile())``); the parent receives
+``messages`` (with the accepted answer), ``result`` (a :class:`StepResult`) and ``verdicts``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command
+
+from retryctl.audit import DecisionLog
+from retryctl.controller import (
+    LIMIT_NAMES,
+    Breaker,
+    Budget,
+    Clock,
+    EquivalenceLike,
+    ErrorClass,
+    Ledger,
+    Observation,
+    Policy,
+    PriceTable,
+    Reservation,
+    StepLedger,
+    Usage,
+    ValidatorResult,
+    classify,
+    decide,
+    default_equivalence,
+    verify,
+)
+from retryctl.controller._clock import monotonic
+from retryctl.exceptions import BreakerOpen, ConfigError
+from retryctl.models import ModelBackend
+from retryctl.models._messages import Message, normalise_messages
+from retryctl.nodes._backoff import WaitRetryAfter
+from retryctl.nodes._events import Emitter
+from retryctl.nodes._observe import (
+    Validator,
+    best_candidate,
+    classification_from,
+    classification_to,
+    exhaustion_from,
+    exhaustion_to,
+    leader_token_confidence,
+    run_validators,
+    signal_from,
+    signal_to,
+    stop_from,
+    stop_to,
+    tally_of,
+)
+from retryctl.nodes._sampling import (
+    SampleOutcome,
+    SamplingSchedule,
+    run_async,
+    run_sync,
+    sampling,
+)
+from retryctl.nodes._state import (
+    ControlState,
+    StepInput,
+    StepOutput,
+    StepState,
+    VerdictRecord,
+)
+from retryctl.nodes._step_routes import StepRoutes
+
+__all__ = ["ControlledStep"]
+
+_INT_LIMITS = frozenset({"attempts", "samples", "input_tokens", "output_tokens"})
+_ROUTES = ("accept", "refine", "retry", "switch", "ask_user", "stop")
+Verifier = Callable[[str], float]
+
+
+class _ShiftedClock:
+    """The step's clock moved forward by the seconds spent in earlier sessions (before a resume)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return self.clock() + self.offset
+
+
+@dataclass
+class _Attempt:
+    control: ControlState
+    attempt: int
+    target: str
+    backend: ModelBackend
+    prompt: list[Message]
+    ledger: StepLedger
+    refused: BreakerOpen | None
+    started: float
+
+
+class ControlledStep(StepRoutes):
+    """Builds the controlled step graph for one reasoning step.
+
+    ``models`` is the equivalence group, tried in order (``switch`` moves to the next one whose breaker
+    is not open). ``budget`` limits the step; ``run_ledger`` (optional) is a run-wide ledger every draw
+    is also reserved on. ``validators`` check the best candidate's text; ``verifier`` scores it in
+    [0, 1]. ``sleep``/``asleep`` and ``clock`` are injectable so tests never wait.
+    """
+
+    def __init__(
+        self,
+        models: ModelBackend | Sequence[ModelBackend],
+        *,
+        policy: Policy | None = None,
+        schedule: SamplingSchedule | None = None,
+        budget: Budget | None = None,
+        run_ledger: Ledger | None = None,
+        equivalence: EquivalenceLike | None = None,
+        verifier: Verifier | None = None,
+        validators: Sequence[Validator] = (),
+        breaker: Breaker | None = None,
+        log: DecisionLog | None = None,
+        prices: PriceTable | None = None,
+        backoff: WaitRetryAfter | None = None,
+        clock: Clock = monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        step_id: str = "step",
+    ) -> None:
+        group = [models] if isinstance(models, ModelBackend) else list(models)
+        if not group:
+            raise ConfigError(field="models", value=models, problem="needs at least one model backend")
+        names = [m.name for m in group]
+        if len(set(names)) != len(names):
+            raise ConfigError(field="models", value=names, problem="model names must be unique")
+        self.models = {m.name: m for m in group}
+        self.names = names
+        self.policy = policy or Policy()
+        self.schedule = schedule or SamplingSchedule()
+        self.budget = budget or Budget()
+        self.run_ledger = run_ledger
+        self.equivalence: EquivalenceLike = equivalence or default_equivalence
+        self.verifier = verifier
+        self.validators = list(validators)
+        self.breaker = breaker
+        self.prices = prices
+        self.backoff = backoff or WaitRetryAfter()
+        self.clock = clock
+        self.sleep = sleep
+        self.asleep = asleep
+        self.step_id = step_id
+        self.emitter = Emitter(log)
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def graph(self) -> StateGraph[StepState, None, StepInput, StepOutput]:
+        """The uncompiled graph, for callers that add nodes or compile it themselves."""
+        g = StateGraph(StepState, input_schema=StepInput, output_schema=StepOutput)
+        nodes: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None, tuple[str, ...]]] = {
+            "begin": (self._begin_step, None, ("act",)),
+            "act": (self._act, self._aact, ("assess",)),
+            "assess": (self._assess, self._aassess, ("decide",)),
+            "decide": (self._decide, None, _ROUTES),
+            "accept": (self._accept, None, (END,)),
+            "refine": (self._refine, None, ("act",)),
+            "retry": (self._retry, self._aretry, ("act",)),
+            "switch": (self._switch, None, ("act",)),
+            "ask_user": (self._ask_user, None, ("act", "stop", END)),
+            "stop": (self._stop, None, (END,)),
+        }
+        for name, (func, afunc, goes_to) in nodes.items():
+            g.add_node(name, RunnableLambda(func, afunc=afunc, name=name), destinations=goes_to)
+        g.add_edge(START, "begin")
+        return g
+
+    def compile(
+        self, *, checkpointer: Checkpointer = None, name: str | None = None
+    ) -> CompiledStateGraph[StepState, None, StepInput, StepOutput]:
+        """The compiled graph. Leave ``checkpointer`` unset for a subgraph: it uses its parent's."""
+        return self.graph().compile(checkpointer=checkpointer, name=name or self.step_id)
+
+    # -- budget -----------------------------------------------------------------------------------
+
+    def limits(self, extra: dict[str, float]) -> dict[str, float | None]:
+        """The step's limits with the user's extensions added."""
+        limits = self.budget.limits()
+        for name, amount in extra.items():
+            current = limits.get(name)
+            if current is not None:
+                limits[name] = current + amount
+        return limits
+
+    def _ledger(self, usage: dict[str, float], extra: dict[str, float], elapsed: float) -> StepLedger:
+        # The ledger is rebuilt from the state on every attempt: the state is what a checkpointer
+        # keeps, so a run resumed in another process continues with the same usage and time spent.
+        clock = _ShiftedClock(self.clock)
+        # A step of a throwaway unlimited run, so that exhaustion names the step as its scope.
+        ledger = Ledger(clock=clock).step(self.step_id, budget=Budget.model_validate(self.limits(extra)))
+        carried = {
+            n: (int(usage.get(n, 0)) if n in _INT_LIMITS else float(usage.get(n, 0.0)))
+            for n in LIMIT_NAMES
+            if n != "wall_s"
+        }
+        if any(carried.values()):
+            held = ledger.try_reserve(Usage.model_validate(carried))
+            if isinstance(held, Reservation):
+                held.commit(Usage.model_validate(carried))
+        clock.offset = elapsed
+        return ledger
+
+    # -- begin: a new question on a thread starts with fresh bookkeeping -------------------------
+
+    def _begin_step(self, state: StepState) -> Command[str]:
+        # Runs only when the graph is invoked with input: a resume continues at the interrupted node.
+        fresh: dict[str, Any] = {
+            "control": {},
+            "usage": {},
+            "candidates": [],
+            "result": None,
+            "verdicts": None,
+        }
+        return Command(update=fresh, goto="act")
+
+    # -- act ----------------------------------------------------------------------------------------
+
+    def _prompt(self, state: StepState, control: ControlState) -> list[Message]:
+        if not state.get("messages"):
+            raise ConfigError(field="messages", value=[], problem="a controlled step needs a conversation")
+        prompt = normalise_messages(state["messages"])
+        for round_ in control.get("feedback", []):
+            if round_.get("previous"):
+                prompt.append({"role": "assistant", "content": round_["previous"]})
+            prompt.append({"role": "user", "content": round_["feedback"]})
+        return prompt
+
+    def _begin(self, state: StepState) -> _Attempt:
+        control: ControlState = {**state.get("control", {})}
+        target = control.get("target") or self.names[0]
+        prompt = self._prompt(state, control)  # before the breaker: misuse must not take a probe slot
+        refused = None
+        if self.breaker is not None and not self.breaker.allow(target):
+            rec = self.breaker.record(target)
+            refused = BreakerOpen(
+                key=target, retry_at=self.breaker.retry_at(target) or 0.0, failures=rec.failures
+            )
+        return _Attempt(
+            control=control,
+            attempt=control.get("attempt", 0) + 1,
+            target=target,
+            backend=self.models[target],
+            prompt=prompt,
+            ledger=self._ledger(
+                state.get("usage", {}), control.get("extra_budget", {}), control.get("elapsed_s", 0.0)
+            ),
+            refused=refused,
+            started=self.clock(),
+        )
+
+    def _sampling(self, att: _Attempt) -> Any:
+        return sampling(
+            messages=att.prompt,
+            model=att.target,
+            attempt=att.attempt,
+            min_samples=self.policy.min_samples,
+            max_samples=self.policy.max_samples,
+            rule=self.policy.stopping_rule(),
+            equivalence=self.equivalence,
+            schedule=self.schedule,
+            ledgers=[att.ledger] if self.run_ledger is None else [att.ledger, self.run_ledger],
+            prices=self.prices,
+        )
+
+    def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:
+        if self.breaker is not None and att.refused is None:
+            if out.error is not None and out.error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL):
+                self.breaker.record_failure(att.target)
+            elif out.candidates:
+                self.breaker.record_success(att.target)
+        used = att.ledger.snapshot().used
+        control: ControlState = {
+            **att.control,
+            "attempt": att.attempt,
+            "target": att.target,
+            "error": classification_to(out.error),
+            "exhausted": exhaustion_to(out.exhausted),
+            "stop": stop_to(out.stop),
+            "notes": out.notes,
+            "latency_ms": (self.clock() - att.started) * 1000.0,
+            "elapsed_s": used["wall_s"],
+            "breakers": self.breaker.states() if self.breaker is not None else {},
+        }
+        return Command(
+            update={"candidates": out.candidates, "usage": used, "control": control}, goto="assess"
+        )
+
+    def _act(self, state: StepState) -> Command[str]:
+        att = self._begin(state)
+        if att.refused is not None:
+            return self._finish(att, SampleOutcome(error=classify(att.refused)))
+        return self._finish(att, run_sync(self._sampling(att), att.backend, att.prompt))
+
+    async def _aact(self, state: StepState) -> Command[str]:
+        att = self._begin(state)
+        if att.refused is not None:
+            return self._finish(att, SampleOutcome(error=classify(att.refused)))
+        return self._finish(att, await run_async(self._sampling(att), att.backend, att.prompt))
+
+    # -- assess -------------------------------------------------------------------------------------
+
+    def _measure(self, state: StepState) -> tuple[ControlState, str | None, list[ValidatorResult]]:
+        control: ControlState = {**state["control"]}
+        candidates = state.get("candidates", [])
+        best = best_candidate(candidates)
+        if best is not None:
+            control["best"] = {k: best[k] for k in ("answer", "text", "model", "attempt")}
+        control["signals"] = [signal_to(leader_token_confidence(candidates))] if candidates else []
+        results = run_validators(self.validators, best["text"]) if best and self.validators else []
+        control["validators"] = [
+            {"name": v.name, "passed": v.passed, "evidence": v.evidence} for v in results
+        ]
+        return control, (best["text"] if best else None), results
+
+    def _with_verifier(self, control: ControlState, signal: Any) -> Command[str]:
+        if signal is not None:
+            control["signals"] = [*control["signals"], signal_to(signal)]
+        return Command(update={"control": control}, goto="decide")
+
+    def _assess(self, state: StepState) -> Command[str]:
+        control, text, _ = self._measure(state)
+        signal = verify(self.verifier, text) if self.verifier and text is not None else None
+        return self._with_verifier(control, signal)
+
+    async def _aassess(self, state: StepState) -> Command[str]:
+        control, text, _ = self._measure(state)
+        signal = None
+        if self.verifier and text is not None:
+            signal = await asyncio.to_thread(verify, self.verifier, text)
+        return self._with_verifier(control, signal)
+
+    # -- decide -------------------------------------------------------------------------------------
+
+    def _decide(self, state: StepState) -> Command[str]:
+        control: ControlState = {**state["control"]}
+        candidates = state.get("candidates", [])
+        target = control.get("target")
+        tried = control.get("tried", [])
+        obs = Observation(
+            target=target,
+            alternatives=[n for n in self.names if n != target and n not in tried],
+            tally=tally_of(candidates, self.policy.max_samples),
+            stop=stop_from(control.get("stop")),
+            signals=[signal_from(s) for s in control.get("signals", [])],
+            validators=[ValidatorResult(**v) for v in control.get("validators", [])],
+            error=classification_from(control.get("error")),
+            attempt=control.get("attempt", 1),
+            retries=control.get("retries", 0),
+            refines=control.get("refines", 0),
+            switches=control.get("switches", 0),
+            budget_used=state.get("usage", {}),
+            budget_limit=self.limits(control.get("extra_budget", {})),
+            exhausted=exhaustion_from(control.get("exhausted")),
+            breakers=control.get("breakers", {}),
+            notes=control.get("notes", []),
+        )
+        verdict = decide(obs, self.policy)
+        answers = [c["answer"] for c in candidates]
+        self.emitter.verdict(
+            verdict,
+            step_id=self.step_id,
+            attempt=obs.attempt,
+            target=target,
+            candidates_summary={"n": len(candidates), "answers": answers},
+            latency_ms=control.get("latency_ms", 0.0),
+        )
+        dumped = verdict.model_dump(mode="json")
+        control["last_verdict"] = dumped
+        record = VerdictRecord(attempt=obs.attempt, target=target, verdict=dumped)
+        return Command(update={"verdicts": [record], "control": control}, goto=verdict.action.value)

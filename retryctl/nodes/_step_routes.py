@@ -1,0 +1,144 @@
+"""The six routes out of ``decide`` in a controlled step: accept, refine, retry, switch, ask_user, stop.
+
+Each is a node that applies the verdict to the state and goes on (``Command(goto=...)``): back to ``act``
+for another attempt, or to ``END`` with a :class:`~retryctl.nodes.StepResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END
+from langgraph.types import Command
+
+from retryctl.controller import Clock, Verdict
+from retryctl.models._messages import normalise_messages
+from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._events import Emitter
+from retryctl.nodes._interrupt import ask, ask_payload
+from retryctl.nodes._state import ControlState, StepResult, StepState
+
+__all__ = ["StepRoutes"]
+
+
+class StepRoutes:
+    """The route nodes of :class:`~retryctl.nodes.ControlledStep` (a mixin: it owns the settings)."""
+
+    backoff: WaitRetryAfter
+    clock: Clock
+    sleep: Callable[[float], None]
+    asleep: Callable[[float], Awaitable[None]]
+    step_id: str
+    emitter: Emitter
+
+    def _result(self, state: StepState, control: ControlState, **fields: Any) -> StepResult:
+        verdict = control.get("last_verdict") or {}
+        best = control.get("best") or {}
+        base = StepResult(
+            status="stopped",
+            answer=verdict.get("answer") or best.get("answer"),
+            text=best.get("text"),
+            confidence=verdict.get("confidence"),
+            reason=str(verdict.get("reason", "")),
+            usage=dict(state.get("usage", {})),
+            attempts=control.get("attempt", 0),
+        )
+        return {**base, **fields}  # type: ignore[typeddict-item]
+
+    def _accept(self, state: StepState) -> Command[str]:
+        control = state["control"]
+        result = self._result(state, control, status="accepted")
+        messages = [AIMessage(content=result["text"] or "")]
+        return Command(update={"result": result, "messages": messages}, goto=END)
+
+    def _stop(self, state: StepState) -> Command[str]:
+        control = state["control"]
+        reason = control.get("stop_reason") or (control.get("last_verdict") or {}).get("reason", "")
+        return Command(update={"result": self._result(state, control, reason=reason)}, goto=END)
+
+    def _refine(self, state: StepState) -> Command[str]:
+        control: ControlState = {**state["control"]}
+        verdict = Verdict.model_validate(control.get("last_verdict") or {})
+        best = control.get("best") or {}
+        control["feedback"] = [
+            *control.get("feedback", []),
+            {"previous": best.get("text"), "feedback": verdict.feedback or verdict.reason},
+        ]
+        control["refines"] = control.get("refines", 0) + 1
+        control["retries"] = 0
+        return Command(update={"control": control}, goto="act")
+
+    def _switch(self, state: StepState) -> Command[str]:
+        control: ControlState = {**state["control"]}
+        verdict = Verdict.model_validate(control.get("last_verdict") or {})
+        current = control.get("target")
+        control["tried"] = [
+            *control.get("tried", []),
+            *([current] if current else []),
+        ]
+        control["target"] = verdict.target
+        control["switches"] = control.get("switches", 0) + 1
+        control["retries"] = 0
+        return Command(update={"control": control}, goto="act")
+
+    def _retry_plan(self, state: StepState) -> tuple[ControlState, float]:
+        control: ControlState = {**state["control"]}
+        verdict = Verdict.model_validate(control.get("last_verdict") or {})
+        control["retries"] = control.get("retries", 0) + 1
+        wait = backoff_seconds(
+            self.backoff, retry_number=control["retries"], retry_after_s=verdict.retry_after_s
+        )
+        return control, wait
+
+    def _retry(self, state: StepState) -> Command[str]:
+        control, wait = self._retry_plan(state)
+        start = self.clock()
+        self.sleep(wait)
+        control["elapsed_s"] = control.get("elapsed_s", 0.0) + (self.clock() - start)
+        return Command(update={"control": control}, goto="act")
+
+    async def _aretry(self, state: StepState) -> Command[str]:
+        control, wait = self._retry_plan(state)
+        start = self.clock()
+        await self.asleep(wait)
+        control["elapsed_s"] = control.get("elapsed_s", 0.0) + (self.clock() - start)
+        return Command(update={"control": control}, goto="act")
+
+    def _ask_user(self, state: StepState) -> Command[str]:
+        control: ControlState = {**state["control"]}
+        verdict = Verdict.model_validate(control.get("last_verdict") or {})
+        messages = normalise_messages(state["messages"])
+        question = next((str(m["content"]) for m in reversed(messages) if m["role"] == "user"), "")
+        reply = ask(ask_payload(verdict, step_id=self.step_id, question=question, best=control.get("best")))
+        self.emitter.reply(step_id=self.step_id, reply=reply.model_dump(mode="json"))
+        if reply.action == "accept":
+            result = self._result(
+                state, control, status="accepted", reason=f"accepted by the user ({verdict.reason})"
+            )
+            return Command(
+                update={"result": result, "messages": [AIMessage(content=result["text"] or "")]}, goto=END
+            )
+        if reply.action == "answer":
+            result = self._result(
+                state,
+                control,
+                status="answered_by_user",
+                answer=reply.answer,
+                text=reply.answer,
+                confidence=None,
+                reason="answered by the user",
+            )
+            return Command(
+                update={"result": result, "messages": [AIMessage(content=reply.answer or "")]}, goto=END
+            )
+        if reply.action == "extend":
+            extra = dict(control.get("extra_budget", {}))
+            for name, amount in reply.budget.items():
+                extra[name] = extra.get(name, 0.0) + amount
+            control["extra_budget"] = extra
+            control["retries"] = 0
+            return Command(update={"control": control}, goto="act")
+        control["stop_reason"] = f"the user chose to stop ({verdict.reason})"
+        return Command(update={"control": control}, goto="stop")

@@ -1,0 +1,139 @@
+"""What a tool call ends with: the ``ToolMessage`` (or ``Command``) for each verdict, journaled so a
+resumed node returns it again instead of redoing the call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from retryctl.controller import Action, Ledger, StepLedger, Verdict
+from retryctl.nodes._events import Emitter
+from retryctl.nodes._interrupt import UserReply, ask, ask_payload
+from retryctl.nodes._journal import ToolJournal
+from retryctl.nodes._tool_state import CallState
+
+__all__ = ["ToolOutcomes"]
+
+
+class ToolOutcomes:
+    """Acting on a tool call's verdict (a mixin of :class:`ToolCallController`, which owns the settings)."""
+
+    journal: ToolJournal
+    emitter: Emitter
+    ledger: Ledger | StepLedger | None
+    messages_key: str
+    result_key: str | None
+
+    def after(self, st: CallState, verdict: Verdict) -> ToolMessage | Command[Any] | None:
+        """The final message for ``verdict``, or ``None`` to run another attempt (switch, extend)."""
+        if verdict.action is Action.SWITCH:
+            st.tried.append(st.target)
+            st.target = verdict.target or st.target
+            st.switches += 1
+            st.retries = 0
+            return None
+        if verdict.action is Action.RETRY:
+            return None
+        if verdict.action is Action.ACCEPT:
+            if st.command is not None:
+                # A tool that returned a Command (a state update, a handoff) is passed on as it is.
+                return st.command
+            return self._final(st, verdict, st.content or "", "success")
+        if verdict.action is Action.REFINE:
+            return self._final(st, verdict, verdict.feedback or verdict.reason, "error")
+        if verdict.action is Action.ASK_USER:
+            return self._ask(st, verdict)
+        return self._stop(st, verdict, verdict.reason)
+
+    def _ask(self, st: CallState, verdict: Verdict) -> ToolMessage | Command[Any] | None:
+        if st.journal_key:
+            self.journal.put(
+                st.journal_key,
+                {
+                    "phase": "ask",
+                    "target": st.target,
+                    "tried": st.tried,
+                    "attempt": st.attempt,
+                    "switches": st.switches,
+                    "content": st.content,
+                    "verdict": verdict.model_dump(mode="json"),
+                },
+            )
+        best = None if st.content is None else {"answer": st.content, "text": st.content, "model": st.target}
+        question = f"Tool call {st.call['name']}({st.call.get('args')})"
+        reply: UserReply = ask(ask_payload(verdict, step_id=st.step_id, question=question, best=best))
+        self.emitter.reply(step_id=st.step_id, reply=reply.model_dump(mode="json"))
+        if reply.action == "accept":
+            why = f"accepted by the user ({verdict.reason})"
+            return self._final(
+                st, verdict, st.content or "", "success", how="accepted by the user", reason=why
+            )
+        if reply.action == "answer":
+            why = "answered by the user"
+            return self._final(st, verdict, reply.answer or "", "success", how=why, reason=why)
+        if reply.action == "extend":
+            # A tool call costs attempts only: other limits in the reply grant one more call.
+            st.allowance += int(reply.budget.get("attempts", 1))
+            st.retries = 0
+            return None
+        return self._stop(st, verdict, f"the user chose to stop ({verdict.reason})")
+
+    def _stop(self, st: CallState, verdict: Verdict, reason: str) -> ToolMessage | Command[Any]:
+        text = (
+            f"retryctl stopped this tool call: {reason}. Do not call {st.call['name']} again for this; "
+            "answer with what you have."
+        )
+        return self._final(st, verdict, text, "error", how="stopped", reason=reason)
+
+    def _final(
+        self,
+        st: CallState,
+        verdict: Verdict,
+        content: str,
+        status: str,
+        *,
+        how: str | None = None,
+        reason: str | None = None,
+    ) -> ToolMessage | Command[Any]:
+        statuses = {
+            "accepted by the user": "accepted",
+            "answered by the user": "answered_by_user",
+            "stopped": "stopped",
+        }
+        info = {
+            "action": verdict.action.value,
+            "reason": reason or verdict.reason,
+            "confidence": verdict.confidence,
+            "served_by": st.target,
+            "attempts": st.attempt,
+            "status": statuses.get(how or "", "accepted" if verdict.action is Action.ACCEPT else "refine"),
+            "verdict": verdict.model_dump(mode="json"),
+        }
+        record = {"content": content, "status": status, "info": info}
+        if st.journal_key:
+            self.journal.put(st.journal_key, {"phase": "final", "message": record})
+        return self._message(st.call, record)
+
+    def _message(self, call: dict[str, Any], record: dict[str, Any]) -> ToolMessage | Command[Any]:
+        message = ToolMessage(
+            content=record["content"],
+            name=call["name"],
+            tool_call_id=call["id"],
+            status=record["status"],
+            artifact={"retryctl": record["info"]},
+        )
+        if self.result_key is None:
+            return message
+        info = record["info"]
+        result = {
+            "status": info["status"],
+            "answer": record["content"] if record["status"] == "success" else None,
+            "text": record["content"],
+            "confidence": info["confidence"],
+            "reason": info["reason"],
+            "usage": dict(self.ledger.snapshot().used) if self.ledger is not None else {},
+            "attempts": info["attempts"],
+        }
+        return Command(update={self.messages_key: [message], self.result_key: result})

@@ -1,0 +1,308 @@
+"""The controlled step graph: every verdict reached through real graph execution, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from retryctl.audit import DecisionLog, VerdictRecord, read_records, verify_log
+from retryctl.controller import (
+    Breaker,
+    BreakerConfig,
+    Budget,
+    ManualClock,
+    Policy,
+    ValidatorResult,
+)
+from retryctl.exceptions import ConfigError
+from retryctl.models import TransientBackendError
+from retryctl.nodes import ControlledStep, SamplingSchedule, sqlite_checkpointer
+from retryctl.testing import CapturedRun, ScriptedBackend, acapture_verdicts, capture_verdicts
+from tests.nodes._support import RateLimited, Runner, Sleeps, user
+
+ONE: dict[str, Any] = {"stopping": "sc-1", "min_samples": 1, "max_samples": 1}
+THREE: dict[str, Any] = {"stopping": "sc-3", "min_samples": 3, "max_samples": 3}
+
+
+def cfg(thread: str = "t") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def equals_42(text: str) -> ValidatorResult:
+    return ValidatorResult("equals_42", text.strip() == "42", f"got {text.strip()!r}")
+
+
+class TestControlledStep:
+    def test_accept_when_samples_agree(self, run: Runner) -> None:
+        backend = ScriptedBackend(["The answer is 42"] * 3)
+        graph = ControlledStep(backend, policy=Policy(**THREE)).compile()
+        out = run(graph, user("6 * 7?"))
+        assert out.actions == ["accept"]
+        result = out.output["result"]
+        assert result["status"] == "accepted"
+        assert result["answer"] == "42"
+        assert out.output["messages"][-1].content == "The answer is 42"
+        assert result["usage"]["samples"] == 3
+
+    def test_token_confidence_and_a_verifier_are_fused(self, run: Runner) -> None:
+        backend = ScriptedBackend(["42"] * 3, confidence=0.9)
+        seen: list[str] = []
+
+        def doubtful(text: str) -> float:
+            seen.append(text)
+            return 0.0
+
+        policy = Policy(**THREE, low_confidence=("stop",))
+        out = run(ControlledStep(backend, policy=policy, verifier=doubtful).compile(), user("q"))
+        evidence = out.verdicts[0]["verdict"]["evidence"]
+        assert evidence["signals"] == pytest.approx(
+            {"token_confidence": 0.9, "agreement": 1.0, "verifier": 0.0}
+        )
+        # Default weights agreement 0.5, verifier 0.3, token confidence 0.2: 0.5 + 0.18 = 0.68 < 0.8.
+        assert out.verdicts[0]["verdict"]["confidence"] == pytest.approx(0.68)
+        assert out.actions == ["stop"]
+        assert seen == ["42"]
+
+    def test_refine_feeds_the_failing_check_back(self, run: Runner) -> None:
+        backend = ScriptedBackend(["41", "42"])
+        graph = ControlledStep(backend, policy=Policy(**ONE), validators=[equals_42]).compile()
+        out = run(graph, user("6 * 7?"))
+        assert out.actions == ["refine", "accept"]
+        second_prompt = backend.calls[1].messages
+        assert second_prompt[-2] == {"role": "assistant", "content": "41"}
+        assert "equals_42" in second_prompt[-1]["content"]
+        assert "got '41'" in second_prompt[-1]["content"]
+        assert out.output["result"]["answer"] == "42"
+
+    def test_retry_after_a_transient_fault_with_backoff(self, run: Runner) -> None:
+        sleeps = Sleeps()
+        backend = ScriptedBackend([TimeoutError("slow"), "42"])
+        step = ControlledStep(backend, policy=Policy(**ONE), sleep=sleeps, asleep=sleeps.asleep)
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["retry", "accept"]
+        # tenacity's wait_exponential(multiplier=0.5): 0.5 * 2 ** (1 - 1) before the first retry.
+        assert sleeps.waits == [0.5]
+
+    def test_retry_honours_retry_after(self, run: Runner) -> None:
+        sleeps = Sleeps()
+        backend = ScriptedBackend([RateLimited("7"), "42"])
+        step = ControlledStep(backend, policy=Policy(**ONE), sleep=sleeps, asleep=sleeps.asleep)
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["retry", "accept"]
+        assert out.verdicts[0]["verdict"]["retry_after_s"] == 7.0
+        assert sleeps.waits == [7.0]
+
+    def test_retry_after_a_backend_error_waits_its_retry_after(self, run: Runner) -> None:
+        sleeps = Sleeps()
+        fault = TransientBackendError("503 overloaded", backend="scripted", status_code=503, retry_after_s=3)
+        backend = ScriptedBackend([fault, "42"])
+        step = ControlledStep(backend, policy=Policy(**ONE), sleep=sleeps, asleep=sleeps.asleep)
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["retry", "accept"]
+        assert sleeps.waits == [3.0]
+
+    def test_switch_after_a_terminal_fault(self, run: Runner) -> None:
+        first = ScriptedBackend([RuntimeError("model deleted")], model="a")
+        second = ScriptedBackend(["42"], model="b")
+        out = run(ControlledStep([first, second], policy=Policy(**ONE)).compile(), user("q"))
+        assert out.actions == ["switch", "accept"]
+        assert out.verdicts[0]["verdict"]["target"] == "b"
+        assert [v["target"] for v in out.verdicts] == ["a", "b"]
+
+    def test_switch_skips_a_model_whose_breaker_is_open(self, run: Runner) -> None:
+        breaker = Breaker(BreakerConfig(failure_threshold=1, cooldown_s=60), clock=ManualClock())
+        breaker.record_failure("a")
+        first = ScriptedBackend(["99"], model="a")
+        second = ScriptedBackend(["42"], model="b")
+        step = ControlledStep([first, second], policy=Policy(**ONE), breaker=breaker)
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["switch", "accept"]
+        assert first.calls == []
+        assert "breaker" in out.verdicts[0]["verdict"]["reason"]
+
+    def test_a_breaker_that_opens_mid_step_causes_a_switch(self, run: Runner) -> None:
+        breaker = Breaker(BreakerConfig(failure_threshold=1, cooldown_s=60), clock=ManualClock())
+        first = ScriptedBackend([TimeoutError("slow")], model="a")
+        second = ScriptedBackend(["42"], model="b")
+        step = ControlledStep([first, second], policy=Policy(**ONE), breaker=breaker)
+        out = run(step.compile(), user("q"))
+        # A transient fault is normally retried; the failure opened a's breaker, so decide switches.
+        assert out.actions == ["switch", "accept"]
+        assert out.verdicts[0]["verdict"]["evidence"]["breakers"] == {"a": "open"}
+
+    def test_stop_when_the_ladder_says_stop(self, run: Runner) -> None:
+        backend = ScriptedBackend(["1", "2", "3"])
+        policy = Policy(**THREE, low_confidence=("stop",))
+        out = run(ControlledStep(backend, policy=policy).compile(), user("q"))
+        assert out.actions == ["stop"]
+        result = out.output["result"]
+        assert result["status"] == "stopped"
+        assert result["answer"] == "1"  # the best so far: first of three tied answers
+        assert len(out.output["messages"]) == 1  # a stop adds no answer to the conversation
+
+    def test_stop_when_the_budget_is_spent(self, run: Runner) -> None:
+        backend = ScriptedBackend(["42"] * 3)
+        step = ControlledStep(backend, policy=Policy(**THREE), budget=Budget(samples=2))
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["stop"]
+        assert "'samples'" in out.output["result"]["reason"]
+        assert backend.calls == []
+
+
+class TestThreads:
+    def test_a_new_question_on_a_thread_starts_fresh(self, run: Runner) -> None:
+        backend = ScriptedBackend([TimeoutError("slow"), "42", "7"])
+        sleeps = Sleeps()
+        step = ControlledStep(backend, policy=Policy(**ONE), sleep=sleeps, asleep=sleeps.asleep)
+        graph = step.compile(checkpointer=InMemorySaver())
+        first = run(graph, user("6 * 7?"), cfg())
+        assert first.output["result"]["attempts"] == 2
+        second = run(graph, user("3 + 4?"), cfg())
+        assert second.actions == ["accept"]
+        assert second.output["result"]["attempts"] == 1
+        assert second.output["result"]["usage"]["samples"] == 1
+        assert [v["verdict"]["action"] for v in second.output["verdicts"]] == ["accept"]
+        assert [m.content for m in second.output["messages"]] == ["6 * 7?", "42", "3 + 4?", "7"]
+
+
+class TestAskUser:
+    def graph(self, **kwargs: Any) -> Any:
+        return self.graph_with(InMemorySaver(), **kwargs)
+
+    def graph_with(self, checkpointer: Any, **kwargs: Any) -> Any:
+        backend = ScriptedBackend(["1", "2", "3"], cycle=True)
+        policy = Policy(**THREE, max_refines=0, low_confidence=("ask_user",))
+        return ControlledStep(backend, policy=policy, **kwargs).compile(checkpointer=checkpointer)
+
+    def test_interrupt_payload(self, run: Runner) -> None:
+        out = run(self.graph(), user("which?"), cfg())
+        assert out.actions == ["ask_user"]
+        payload = out.interrupts[0].value
+        assert payload["type"] == "retryctl.ask_user"
+        assert payload["question"] == "which?"
+        assert payload["best"]["answer"] == "1"
+        assert {o["action"] for o in payload["options"]} == {"accept", "answer", "extend", "stop"}
+        assert payload["evidence"]["signals"]["agreement"] == pytest.approx(1 / 3)
+
+    @pytest.mark.parametrize(
+        ("reply", "status", "answer"),
+        [
+            ({"action": "accept"}, "accepted", "1"),
+            ({"action": "answer", "answer": "7"}, "answered_by_user", "7"),
+            ("7", "answered_by_user", "7"),
+            ({"action": "stop"}, "stopped", "1"),
+        ],
+    )
+    def test_resume(self, run: Runner, reply: Any, status: str, answer: str) -> None:
+        graph = self.graph()
+        run(graph, user("which?"), cfg())
+        out = run(graph, Command(resume=reply), cfg())
+        assert out.output["result"]["status"] == status
+        assert out.output["result"]["answer"] == answer
+        assert len(out.replies) == 1
+
+    def test_a_bad_reply_asks_again(self, run: Runner) -> None:
+        graph = self.graph()
+        run(graph, user("which?"), cfg())
+        out = run(graph, Command(resume={"action": "extend"}), cfg())
+        assert out.interrupted
+        assert "needs a 'budget'" in out.interrupts[0].value["error"]
+        done = run(graph, Command(resume={"action": "stop"}), cfg())
+        assert done.output["result"]["status"] == "stopped"
+
+    def test_resumes_from_a_fresh_sqlite_checkpointer(self, tmp_path: Any) -> None:
+        # SqliteSaver is sync-only (async graphs use AsyncSqliteSaver), so this runs sync.
+        run = capture_verdicts
+        path = tmp_path / "run.sqlite"
+        first_saver = sqlite_checkpointer(path)
+        run(self.graph_with(first_saver), user("which?"), cfg())
+        first_saver.conn.close()
+        second_saver = sqlite_checkpointer(path)
+        out = run(self.graph_with(second_saver), Command(resume="2"), cfg())
+        second_saver.conn.close()
+        assert out.output["result"]["answer"] == "2"
+
+    def test_resumes_async_from_a_fresh_async_sqlite_checkpointer(self, tmp_path: Any) -> None:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = str(tmp_path / "run.sqlite")
+
+        async def session(input: Any) -> CapturedRun:
+            async with AsyncSqliteSaver.from_conn_string(path) as saver:
+                return await acapture_verdicts(self.graph_with(saver), input, cfg())
+
+        first = asyncio.run(session(user("which?")))
+        assert first.interrupted
+        out = asyncio.run(session(Command(resume={"action": "accept"})))
+        assert out.output["result"]["status"] == "accepted"
+
+    def test_budget_exhaustion_asks_to_extend(self, run: Runner) -> None:
+        backend = ScriptedBackend(["1", "2", "3", "5", "5", "5"])
+        policy = Policy(**THREE, low_confidence=("refine",), on_budget_exhausted="ask_user")
+        step = ControlledStep(backend, policy=policy, budget=Budget(samples=3))
+        graph = step.compile(checkpointer=InMemorySaver())
+        first = run(graph, user("q"), cfg())
+        assert first.actions == ["refine", "ask_user"]
+        assert "'samples' is spent" in first.interrupts[0].value["reason"]
+        out = run(graph, Command(resume={"action": "extend", "budget": {"samples": 3}}), cfg())
+        assert out.actions == ["accept"]
+        assert out.output["result"]["answer"] == "5"
+        assert out.output["result"]["usage"]["samples"] == 6
+
+
+class TestSampling:
+    def test_draws_until_the_rule_stops_with_scheduled_knobs(self, run: Runner) -> None:
+        backend = ScriptedBackend(["42"] * 3)
+        schedule = SamplingSchedule(temperatures=(0.2,), disagreement_temperature=1.0, seed=10, top_p=0.9)
+        policy = Policy(stopping="sc-3", min_samples=1, max_samples=5)
+        out = run(ControlledStep(backend, policy=policy, schedule=schedule).compile(), user("q"))
+        assert out.actions == ["accept"]
+        assert [c.k for c in backend.calls] == [1, 1, 1]
+        assert [c.params.temperature for c in backend.calls] == [0.2, 1.0, 1.0]
+        assert [c.params.seed for c in backend.calls] == [10, 11, 12]
+        assert {c.params.top_p for c in backend.calls} == {0.9}
+
+    def test_each_attempt_has_its_own_temperature_and_seeds(self, run: Runner) -> None:
+        backend = ScriptedBackend(["41", "42"])
+        schedule = SamplingSchedule(temperatures=(0.2, 0.9), seed=10)
+        step = ControlledStep(backend, policy=Policy(**ONE), schedule=schedule, validators=[equals_42])
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["refine", "accept"]
+        assert [(c.params.temperature, c.params.seed) for c in backend.calls] == [(0.2, 10), (0.9, 1010)]
+
+    def test_schedule_rejects_a_bad_value_by_name(self) -> None:
+        with pytest.raises(ConfigError, match=r"temperatures\[1\]"):
+            SamplingSchedule(temperatures=(0.5, 9.0))
+        with pytest.raises(ConfigError, match="batch"):
+            SamplingSchedule(batch=0)
+
+
+class TestEvents:
+    def test_every_verdict_is_logged_and_streamed(self, run: Runner, tmp_path: Any) -> None:
+        path = tmp_path / "decisions.jsonl"
+        sleeps = Sleeps()
+        with DecisionLog(path) as log:
+            backend = ScriptedBackend([TimeoutError("slow"), "42"])
+            step = ControlledStep(
+                backend, policy=Policy(**ONE), log=log, sleep=sleeps, asleep=sleeps.asleep, step_id="solve"
+            )
+            out = run(step.compile(), user("q"), cfg("run-1"))
+        records = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
+        assert [r.action.value for r in records] == out.actions == ["retry", "accept"]
+        assert {r.run_id for r in records} == {"run-1"}
+        assert {r.step_id for r in records} == {"solve"}
+        assert [r.attempt for r in records] == [1, 2]
+        assert verify_log(path).ok
+        assert [e["step_id"] for e in out.verdicts] == ["solve", "solve"]
+
+
+class TestConfig:
+    def test_models_are_checked(self) -> None:
+        with pytest.raises(ConfigError, match="models"):
+            ControlledStep([])
+        with pytest.raises(ConfigError, match="unique"):
+            ControlledStep([ScriptedBackend([]), ScriptedBackend([])])
