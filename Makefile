@@ -4,7 +4,19 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 BANK   ?= ../shared/banks/last_letters_gpt35.jsonl
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system
+
+# Debian packages the tests use: bubblewrap is the sandbox's first tier. Installed when missing and we are
+# root (CI, containers); otherwise say what is missing: the sandbox then falls back to Landlock.
+SYSTEM_PACKAGES := bubblewrap
+system:
+	@missing=""; \
+	for pkg in $(SYSTEM_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "note: missing Debian packages:$$missing (apt-get install$$missing); their tests skip"; fi; \
+	fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +42,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 # pytest exits 5 when it collected no test: that is a failure here, as is any other non-zero code.
-test: lint
+test: system lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Every benchmark figure the README quotes, printed in one run.
@@ -38,6 +50,8 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/stopping_policies.py --bank $(BANK) --strata
 	$(BIN)/python bench/decide_overhead.py
 	$(BIN)/python bench/audit_verify.py
+	$(BIN)/python bench/sandbox_latency.py
+	$(BIN)/python bench/embedded_tokens.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -14,7 +14,11 @@ wrong and must change their code or input; a *runtime failure* is something outs
     │   ├── UnknownPolicyError        a stopping-policy name is not known
     │   └── BankFormatError           a sample bank is malformed: names the file and line
     └── RuntimeFailure                (something outside broke)
-        └── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
+        ├── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
+        ├── BackendError              a model call failed (subtree in retryctl.models: transient,
+        │                             malformed response, terminal; each declares its error_class)
+        ├── SandboxUnavailable        no isolating sandbox tier can run here (and unsafe=True was not given)
+        └── SandboxError              the sandbox itself failed to start or answer (never the job's failure)
 
 A retryctl error may declare how ``retryctl.controller.classify`` should treat it through the class
 attribute ``error_class`` (``"transient"``, ``"validation"``, ``"semantic"`` or ``"terminal"``); ``None``
@@ -37,6 +41,8 @@ __all__ = [
     "LogIntegrityError",
     "RetryctlError",
     "RuntimeFailure",
+    "SandboxError",
+    "SandboxUnavailable",
     "SemanticError",
     "UnknownPolicyError",
     "UsageError",
@@ -143,3 +149,25 @@ class LogIntegrityError(RuntimeFailure):
         self.index = index
         self.problem = problem
         super().__init__(f"{path}:{line} (record {index}): {problem}")
+
+
+class SandboxUnavailable(RuntimeFailure):
+    """No isolating tier works on this machine; ``reasons`` says why, tier by tier."""
+
+    def __init__(self, *, wanted: str, reasons: dict[str, str]) -> None:
+        self.wanted = wanted
+        self.reasons = reasons
+        detail = "; ".join(f"{tier}: {why}" for tier, why in reasons.items())
+        super().__init__(
+            f"no sandbox tier available for {wanted!r} ({detail}). Install bubblewrap "
+            "(apt-get install bubblewrap) or pass unsafe=True to run code WITHOUT isolation"
+        )
+
+
+class SandboxError(RuntimeFailure):
+    """The sandbox machinery failed (it could not start, or its worker stopped answering)."""
+
+    def __init__(self, *, tier: str, problem: str) -> None:
+        self.tier = tier
+        self.problem = problem
+        super().__init__(f"{tier} sandbox failed: {problem}")

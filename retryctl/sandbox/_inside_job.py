@@ -1,0 +1,147 @@
+"""The job half of the in-sandbox program: framing, the job's files and rlimits, and running the
+job's code. Runs under ``/usr/bin/python3 -I -S -B`` with no retryctl installed.
+
+Its text is run by ``python3 -c`` (see ``_launch.inside_program``), so it uses the standard library
+only and no ``from __future__``. On its own it is the **direct** mode of cold bubblewrap runs
+(:func:`direct_main`): one job, run in this very process; the spec arrives marshalled on stdin;
+stdout and stderr are files the host opened; the spec's ``status_fd`` reports ``S`` once setup is done
+or ``E<reason>`` if it failed; stragglers die with bwrap's pid namespace.
+
+Nothing here imports json, re, signal (enum) or traceback at start-up: each costs milliseconds of the
+cold-start budget (traceback is imported only when a job raises).
+"""
+
+import builtins
+import io
+import marshal
+import os
+import resource
+import struct
+import sys
+
+_SOURCE_NAME = "<sandbox>"
+_JOB_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
+            "MALLOC_ARENA_MAX": "2"}  # fmt: skip
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict:  # type: ignore[type-arg]
+    """One marshalled dict from the host, or ``EOFError`` when the host closed the pipe."""
+    (length,) = struct.unpack(">I", _read_exact(fd, 4))
+    return marshal.loads(_read_exact(fd, length))  # type: ignore[no-any-return]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_files(root: str, files: dict) -> None:  # type: ignore[type-arg]
+    """Write the job's files under ``root``; a path escaping it is refused (the host checked too)."""
+    for rel, content in files.items():
+        path = os.path.normpath(os.path.join(root, rel))
+        if not path.startswith(root.rstrip("/") + "/"):
+            raise ValueError(f"file path {rel!r} escapes the work dir")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(content.encode() if isinstance(content, str) else content)
+
+
+def set_limits(limits: dict, nproc_base: int) -> None:  # type: ignore[type-arg]
+    """Lower every rlimit for this process; an unprivileged process can never raise them again."""
+    cpu = int(limits["timeout_s"]) + 2
+    memory = limits["memory_mb"] << 20
+    for res, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_FSIZE, limits["max_file_bytes"]),
+        (resource.RLIMIT_NOFILE, limits["nofile"]),
+        (resource.RLIMIT_NPROC, nproc_base + limits["nproc"]),
+    ):
+        resource.setrlimit(res, (value, value))
+
+
+def exec_user_code(code: str, workdir: str) -> int:
+    """Run ``code`` as ``__main__`` the way ``python -c`` would; return its exit status."""
+    os.environ.clear()
+    os.environ.update(_JOB_ENV, HOME=workdir, TMPDIR=workdir)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding="utf-8",  # noqa: SIM115
+                                  errors="backslashreplace")  # fmt: skip
+    sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding="utf-8",  # noqa: SIM115
+                                  errors="backslashreplace", line_buffering=True)  # fmt: skip
+    sys.argv = ["-c"]
+    sys.path.insert(0, workdir)
+    status = 0
+    try:
+        exec(compile(code, _SOURCE_NAME, "exec"), {"__name__": "__main__", "__builtins__": builtins})
+    except SystemExit as stop:
+        if stop.code is None:
+            status = 0
+        elif isinstance(stop.code, int):
+            status = stop.code & 0xFF
+        else:
+            print(stop.code, file=sys.stderr)
+            status = 1
+    except BaseException as exc:
+        try:
+            _print_traceback(exc, code)
+        except BaseException:
+            os.write(2, b"error while printing the traceback (out of memory?)\n")
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # the output limit was hit: what was written stays, the rest is lost
+            status = status or 1
+    return status
+
+
+def _print_traceback(exc: BaseException, code: str) -> None:
+    """The traceback from the job's own frames (this runner's frame is noise to whoever reads it),
+    quoting the job's lines, which is what a model needs to fix its code."""
+    import linecache
+    import traceback
+
+    linecache.cache[_SOURCE_NAME] = (len(code), None, code.splitlines(True), _SOURCE_NAME)
+    tb = exc.__traceback__
+    traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
+
+
+def direct_main() -> None:
+    """Cold bubblewrap mode: set up, report ``S`` on the status fd, run the job in this process."""
+    status_fd = 3
+    files_error = None
+    try:
+        spec = read_frame(0)
+        status_fd = spec["status_fd"]
+        workdir = os.getcwd()
+        try:
+            write_files(workdir, spec["files"])
+        except OSError as exc:  # e.g. the files alone exceed the disk quota: the job's failure
+            files_error = exc
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        set_limits(spec["limits"], spec["nproc_base"])
+    except BaseException as exc:
+        os.write(status_fd, b"E" + repr(exc).encode()[:2000])
+        os._exit(125)
+    os.write(status_fd, b"S")
+    os.closerange(3, 1 << 16)  # the status pipe and anything else bwrap let through
+    if files_error is not None:
+        os.write(2, f"sandbox: cannot write the job's files: {files_error}\n".encode())
+        os._exit(1)
+    os._exit(exec_user_code(spec["code"], workdir))

@@ -1,0 +1,200 @@
+"""How the host starts the in-sandbox program for each tier: argv, uid, mounts, paths."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import marshal
+import os
+import shutil
+import subprocess
+import threading
+from functools import cache
+from pathlib import Path
+
+from retryctl.sandbox._result import Tier
+
+__all__ = [
+    "DEVICE_PATHS",
+    "PYTHON",
+    "SANDBOX_ENV",
+    "SANDBOX_UID",
+    "SYSTEM_READ_PATHS",
+    "allocate_uid",
+    "bwrap_argv",
+    "bwrap_path",
+    "inside_program",
+    "inside_source",
+    "kill_all_is_scoped",
+    "python_argv",
+    "release_uid",
+    "root_layout",
+    "running_as_root",
+]
+
+PYTHON = "/usr/bin/python3"
+"""The interpreter inside the sandbox: a system one, since a venv under /root or /home is hidden."""
+SANDBOX_UID = 65534
+"""The uid (and gid) a job sees inside bubblewrap: ``nobody``."""
+SYSTEM_READ_PATHS = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/alternatives",
+                     "/etc/ld.so.cache", "/etc/localtime"]  # fmt: skip
+"""What a job may read and execute: the system, and not ``/etc`` as a whole, ``/home`` or ``/root``."""
+SANDBOX_ENV = {"MALLOC_ARENA_MAX": "2"}
+"""The in-sandbox interpreter's environment. glibc reserves 64 MiB of address space per malloc
+arena (up to 8 per core): with RLIMIT_AS that would make a few threads look like a memory bomb."""
+DEVICE_PATHS = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
+"""Devices a Landlock-confined job may open."""
+
+_HERE = Path(__file__).parent
+# Root can give every job a uid of its own: RLIMIT_NPROC then counts that job only (root itself is
+# exempt from it), and kill(-1) from that uid reaches that job only. High, unnamed uids are used.
+_UID_BASE = 2_000_000_000  # + pid % 100000 * 1000 + slot stays below 2**31
+_UID_SLOTS = 1000
+_uid_counter = itertools.count()
+_uid_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+
+
+def running_as_root() -> bool:
+    """Whether this process can switch to another uid."""
+    return os.geteuid() == 0
+
+
+def allocate_uid() -> int:
+    """A uid no other live sandbox of this process uses (root only), spread over processes by pid.
+    Give it back with :func:`release_uid`."""
+    base = _UID_BASE + (os.getpid() % 100_000) * _UID_SLOTS
+    with _uid_lock:
+        for _ in range(_UID_SLOTS):
+            uid = base + next(_uid_counter) % _UID_SLOTS
+            if uid not in _uids_in_use:
+                _uids_in_use.add(uid)
+                return uid
+    raise RuntimeError(f"more than {_UID_SLOTS} sandboxes alive at once in this process")
+
+
+def release_uid(uid: int | None) -> None:
+    """Return a uid from :func:`allocate_uid` once nothing runs under it any more."""
+    if uid is not None:
+        with _uid_lock:
+            _uids_in_use.discard(uid)
+
+
+@cache
+def inside_source(mode: str) -> str:
+    """The program text: the direct mode needs only the job half (and no ctypes, which costs ~3 ms
+    to import); the worker needs the kernel calls and the worker loop too."""
+    parts = ["_inside_job.py"] if mode == "direct" else ["_inside_os.py", "_inside_job.py",
+                                                       "_inside_worker.py"]  # fmt: skip
+    text = "\n".join((_HERE / part).read_text() for part in parts)
+    return f"{text}\n{mode}_main()\n"
+
+
+# Reads a marshalled code object (length-prefixed) from stdin and runs it: the host compiles the
+# program once instead of every sandbox compiling it at start-up (~2 ms for the worker).
+_BOOTSTRAP = """import marshal, os
+def _read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit(125)
+        data += chunk
+    return data
+exec(marshal.loads(_read(int.from_bytes(_read(4), "big"))))
+"""
+
+
+@cache
+def _same_bytecode() -> bool:
+    """Whether the sandbox's interpreter runs this interpreter's bytecode (same magic number)."""
+    try:
+        done = subprocess.run(
+            [PYTHON, "-I", "-S", "-c", "import importlib.util as u; print(u.MAGIC_NUMBER.hex())"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.stdout.strip() == importlib.util.MAGIC_NUMBER.hex()
+
+
+@cache
+def inside_program(mode: str) -> tuple[str, bytes]:
+    """The ``python3 -c`` text for ``mode`` and the bytes to write to its stdin before anything
+    else: a small loader and the compiled program when the bytecode matches, else the source."""
+    source = inside_source(mode)
+    if not _same_bytecode():
+        return source, b""
+    blob = marshal.dumps(compile(source, f"<retryctl-sandbox-{mode}>", "exec"))
+    return _BOOTSTRAP, len(blob).to_bytes(4, "big") + blob
+
+
+@cache
+def bwrap_path() -> str:
+    """bwrap as found on the caller's PATH (the sandbox is spawned with an empty environment)."""
+    return shutil.which("bwrap") or "/usr/bin/bwrap"
+
+
+def root_layout() -> list[str]:
+    """Bind the system read-only, re-creating the merged-/usr symlinks (/lib -> usr/lib) as such."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for path in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime"):
+        args += ["--ro-bind-try", path, path]
+    return args
+
+
+def bwrap_argv(
+    *, mode: str, seccomp_fd: int, work_bytes: int, out_bytes: int = 0, info_fd: int | None = None
+) -> list[str]:
+    """bubblewrap with every namespace (no network, not even the host's loopback), a read-only root
+    and system, one writable size-limited tmpfs at ``/work`` (no ``/tmp``, no writable ``/dev``: an
+    unsized tmpfs would let a job fill the host's memory), four device nodes, all capabilities
+    dropped, an empty environment, a new session (no terminal injection) and death with its parent.
+    Write ``inside_program(mode)[1]`` to its stdin first."""
+    devices: list[str] = []
+    for dev in DEVICE_PATHS:
+        devices += ["--dev-bind", dev, dev]
+    # A warm worker keeps its jobs' stdout/stderr apart, so a full /work cannot swallow them.
+    out = ["--size", str(out_bytes), "--tmpfs", "/out"] if out_bytes else []
+    info = ["--info-fd", str(info_fd)] if info_fd is not None else []
+    return [
+        bwrap_path(),
+        "--unshare-all",
+        "--unshare-user",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop", "ALL",
+        "--clearenv",
+        "--setenv", "PATH", "/usr/bin:/bin",
+        *[arg for key, value in SANDBOX_ENV.items() for arg in ("--setenv", key, value)],
+        "--hostname", "sandbox",
+        *root_layout(),
+        "--proc", "/proc",
+        *devices,
+        "--size", str(work_bytes), "--tmpfs", "/work",
+        *out,
+        "--remount-ro", "/",
+        "--chdir", "/work",
+        "--uid", str(SANDBOX_UID),
+        "--gid", str(SANDBOX_UID),
+        "--seccomp", str(seccomp_fd),
+        *info,
+        PYTHON, "-I", "-S", "-B", "-c", inside_program(mode)[0],
+    ]  # fmt: skip
+
+
+def python_argv(mode: str) -> list[str]:
+    """The in-sandbox program started directly (Landlock and unsafe tiers); write
+    ``inside_program(mode)[1]`` to its stdin first."""
+    return [PYTHON, "-I", "-S", "-B", "-c", inside_program(mode)[0]]
+
+
+def kill_all_is_scoped(tier: Tier) -> bool:
+    """Whether the worker's ``kill(-1)`` is confined to its jobs (see ``_inside_worker``): always inside
+    bubblewrap's pid namespace and the Landlock tier; in the unsafe tier only with a uid of its own."""
+    return tier is not Tier.UNSAFE or running_as_root()

@@ -1,0 +1,106 @@
+"""The seccomp programs, installed for real in a child interpreter and probed syscall by syscall."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from retryctl.sandbox._seccomp import base_filter, guard_filter, seccomp_arch
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or seccomp_arch() != "x86_64", reason="syscall numbers checked on x86_64"
+)
+
+_PRELUDE = """
+import ctypes, errno, os, socket, subprocess, threading
+from retryctl.sandbox._inside_os import PR_SET_NO_NEW_PRIVS, prctl, seccomp_install
+libc = ctypes.CDLL(None, use_errno=True)
+def outcome(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+def raw(nr, *args):
+    if libc.syscall(nr, *args) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+prctl(PR_SET_NO_NEW_PRIVS, 1)
+"""
+
+
+def probe(body: str) -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PRELUDE + textwrap.dedent(body)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("=", 1) for line in done.stdout.split())
+
+
+class TestBaseFilter:
+    def test_program_is_whole_instructions(self):
+        program = base_filter()
+        assert len(program) % 8 == 0 and 0 < len(program) // 8 < 4096
+
+    def test_blocks_network_namespaces_and_ptrace_but_not_exec(self):
+        got = probe(
+            f"""
+            seccomp_install({base_filter()!r})
+            print("socket_inet=" + outcome(lambda: socket.socket(socket.AF_INET)))
+            print("socket_unix=" + outcome(lambda: socket.socket(socket.AF_UNIX)))
+            print("socketpair=" + outcome(lambda: socket.socketpair()))
+            print("unshare_user=" + outcome(lambda: raw(272, 0x10000000)))
+            print("clone_newnet=" + outcome(lambda: raw(56, 0x40000000 | 17, 0, 0, 0, 0)))
+            print("ptrace=" + outcome(lambda: raw(101, 16, os.getppid(), 0, 0)))
+            print("io_uring=" + outcome(lambda: raw(425, 1, 0)))
+            print("bpf=" + outcome(lambda: raw(321, 0, 0, 0)))
+            print("exec=" + ("ok" if subprocess.run(["/bin/true"]).returncode == 0 else "fail"))
+            t = threading.Thread(target=lambda: None); t.start(); t.join()
+            print("thread=ok")
+            """
+        )
+        assert got == {
+            "socket_inet": "EACCES", "socket_unix": "EACCES", "socketpair": "ok",
+            "unshare_user": "EPERM", "clone_newnet": "EPERM", "ptrace": "EPERM",
+            "io_uring": "EPERM", "bpf": "EPERM", "exec": "ok", "thread": "ok",
+        }  # fmt: skip
+
+
+class TestGuardFilter:
+    def test_offsets_point_at_zeroed_comparisons(self):
+        guard = guard_filter()
+        for offset in guard.pid_offsets + guard.neg_pid_offsets:
+            code, _, _, k = struct.unpack_from("<HBBI", guard.program, offset - 4)
+            assert code == 0x15 and k == 0  # BPF_JMP|BPF_JEQ|BPF_K awaiting the pid
+
+    def test_refuses_signals_to_the_guarded_pid_only(self):
+        guard = guard_filter()
+        got = probe(
+            f"""
+            import struct, signal
+            program = bytearray({guard.program!r})
+            ppid = os.getppid()
+            for off in {guard.pid_offsets!r}:
+                struct.pack_into("<I", program, off, ppid)
+            for off in {guard.neg_pid_offsets!r}:
+                struct.pack_into("<I", program, off, (-ppid) & 0xFFFFFFFF)
+            seccomp_install(bytes(program))
+            child = subprocess.Popen(["/bin/sleep", "30"])
+            print("kill_parent=" + outcome(lambda: os.kill(ppid, 0)))
+            print("kill_parent_group=" + outcome(lambda: os.kill(-ppid, 0)))
+            print("kill_all=" + outcome(lambda: os.kill(-1, 0)))
+            print("kill_parent_raw32=" + outcome(lambda: raw(62, ctypes.c_uint32(ppid), 0)))
+            print("pidfd_parent=" + outcome(lambda: os.pidfd_open(ppid)))
+            print("kill_child=" + outcome(lambda: os.kill(child.pid, signal.SIGKILL)))
+            child.wait()
+            """
+        )
+        assert got == {
+            "kill_parent": "EPERM", "kill_parent_group": "EPERM", "kill_all": "EPERM",
+            "kill_parent_raw32": "EPERM", "pidfd_parent": "EPERM", "kill_child": "ok",
+        }  # fmt: skip
