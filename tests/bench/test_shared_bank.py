@@ -14,15 +14,10 @@ import pytest
 from retryctl.bench import Bank, load_bank, make_orders, replay
 from retryctl.controller.stopping import parse_policy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_BANK = REPO_ROOT.parent / "shared" / "banks" / "last_letters_gpt35.jsonl"
-
-pytestmark = pytest.mark.skipif(not SHARED_BANK.exists(), reason=f"shared bank not found at {SHARED_BANK}")
-
 
 @pytest.fixture(scope="module")
-def bank() -> Bank:
-    return load_bank(SHARED_BANK)
+def bank(shared_bank_path: Path) -> Bank:
+    return load_bank(shared_bank_path)
 
 
 def _run(bank: Bank, name: str) -> tuple[float, float]:

@@ -10,8 +10,6 @@ import pytest
 from retryctl.exceptions import BankFormatError, ConfigError
 from retryctl.models import ReplayBackend, ReplayExhausted, load_bank, random_order
 
-SHARED_BANK = Path(__file__).resolve().parents[3] / "shared" / "banks" / "last_letters_gpt35.jsonl"
-
 
 def write_bank(tmp_path: Path, lines: list[object]) -> Path:
     path = tmp_path / "bank.jsonl"
@@ -68,9 +66,8 @@ class TestLoadBank:
         with pytest.raises(BankFormatError, match="duplicate"):
             load_bank(write_bank(tmp_path, [QUESTIONS[1], QUESTIONS[1]]))
 
-    @pytest.mark.skipif(not SHARED_BANK.exists(), reason="shared bank not present")
-    def test_reads_the_shared_bank(self):
-        bank = load_bank(SHARED_BANK)
+    def test_reads_the_shared_bank(self, shared_bank_path):
+        bank = load_bank(shared_bank_path)
         assert len(bank) == 500 and all(len(q.samples) == 40 for q in bank)
 
 
