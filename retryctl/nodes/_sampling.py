@@ -185,8 +185,10 @@ def sampling(
         try:
             drawn = yield req
         except Exception as exc:
+            # A failed call is still a call: it spends an attempt (so a flaky server cannot be retried
+            # past the attempts budget), but no samples or tokens, which it did not deliver.
             for r in held:
-                r.release()
+                r.commit(BudgetUsage(attempts=1))
             out.error = classify(exc)
             return out
         for r in held:

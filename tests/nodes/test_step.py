@@ -105,6 +105,21 @@ class TestControlledStep:
         assert out.actions == ["retry", "accept"]
         assert sleeps.waits == [3.0]
 
+    def test_failed_calls_spend_the_attempts_budget(self, run: Runner) -> None:
+        sleeps = Sleeps()
+        backend = ScriptedBackend([TimeoutError("slow")] * 5 + ["42"])
+        policy = Policy(**ONE, max_retries=10)
+        step = ControlledStep(
+            backend, policy=policy, budget=Budget(attempts=2), sleep=sleeps, asleep=sleeps.asleep
+        )
+        out = run(step.compile(), user("q"))
+        # Two failed calls spend the two attempts; the third is refused by the budget, not retried.
+        assert out.actions == ["retry", "retry", "stop"]
+        assert len(backend.calls) == 2
+        result = out.output["result"]
+        assert result["status"] == "stopped" and "attempts" in result["reason"]
+        assert result["usage"]["attempts"] == 2 and result["usage"]["samples"] == 0
+
     def test_switch_after_a_terminal_fault(self, run: Runner) -> None:
         first = ScriptedBackend([RuntimeError("model deleted")], model="a")
         second = ScriptedBackend(["42"], model="b")
