@@ -6,9 +6,10 @@ BANK   ?= ../shared/banks/last_letters_gpt35.jsonl
 
 .PHONY: demo test lint bench clean system
 
-# Debian packages the tests use: bubblewrap is the sandbox's first tier. Installed when missing and we are
-# root (CI, containers); otherwise say what is missing: the sandbox then falls back to Landlock.
-SYSTEM_PACKAGES := bubblewrap
+# Debian packages: bubblewrap is the sandbox's first tier (without it the sandbox falls back to Landlock);
+# chromium renders the audit report in its test. Installed when missing and we are root (CI, containers);
+# otherwise we say what is missing and the tests that need it skip.
+SYSTEM_PACKAGES := bubblewrap chromium
 system:
 	@missing=""; \
 	for pkg in $(SYSTEM_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
@@ -25,16 +26,17 @@ $(BIN)/python:
 # llama.cpp is built from source for the embedded model; skip the parts the Python bindings never load.
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
 
-$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[local]'
 	touch $@
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $@ $(VENV)/.installed-base
+	touch $@ $(VENV)/.installed-demo
 
-demo: $(VENV)/.installed-base
-	$(BIN)/retryctl bench $(BANK) --policy default --policy ac-beta --policy esc --policy sc-40
+# The demo agent, offline on the embedded model; make demo Q="What is 17 * 23?" asks your own question.
+demo: system $(VENV)/.installed-demo
+	$(BIN)/retryctl demo $(if $(Q),"$(Q)",)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check retryctl tests bench

@@ -12,7 +12,9 @@ wrong and must change their code or input; a *runtime failure* is something outs
     ├── UsageError                    (misuse: fix the code or the input)
     │   ├── ConfigError               a configuration value is invalid: names the field
     │   ├── UnknownPolicyError        a stopping-policy name is not known
-    │   └── BankFormatError           a sample bank is malformed: names the file and line
+    │   └── FileFormatError           a line of an input file is malformed: names the file and line
+    │       ├── BankFormatError       ... of a sample bank
+    │       └── TaskFormatError       ... of a batch task or results file
     └── RuntimeFailure                (something outside broke)
         ├── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
         ├── BackendError              a model call failed (subtree in retryctl.models: transient,
@@ -38,12 +40,14 @@ __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "ControlSignal",
+    "FileFormatError",
     "LogIntegrityError",
     "RetryctlError",
     "RuntimeFailure",
     "SandboxError",
     "SandboxUnavailable",
     "SemanticError",
+    "TaskFormatError",
     "UnknownPolicyError",
     "UsageError",
 ]
@@ -126,14 +130,22 @@ class UnknownPolicyError(UsageError):
         super().__init__(f"unknown policy {name!r}; known: {', '.join(known)}")
 
 
-class BankFormatError(UsageError):
-    """A sample bank line is malformed. ``line`` is 1-based."""
+class FileFormatError(UsageError):
+    """A line of an input file is malformed. ``line`` is 1-based."""
 
     def __init__(self, *, path: str, line: int, problem: str) -> None:
         self.path = path
         self.line = line
         self.problem = problem
         super().__init__(f"{path}:{line}: {problem}")
+
+
+class BankFormatError(FileFormatError):
+    """A sample bank line is malformed."""
+
+
+class TaskFormatError(FileFormatError):
+    """A batch task or results file line is malformed."""
 
 
 class RuntimeFailure(RetryctlError):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from retryctl.cli._audit import audit
+from retryctl.cli._batch import batch
 from retryctl.cli._bench import bench
+from retryctl.cli._demo import demo
+from retryctl.cli._doctor import doctor
 
 __all__ = ["app", "main"]
 
@@ -16,6 +20,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("bench")(bench)
+app.command("audit")(audit)
+app.command("batch")(batch)
+app.command("demo")(demo)
+app.command("doctor")(doctor)
 
 
 @app.callback()

@@ -1,0 +1,232 @@
+"""The demo agent: one controlled step whose equivalence group is the model, then the calculator, then
+sandboxed python, inside a parent graph that reports a typed :class:`DemoResult`.
+
+The flow is the controller's: the step samples the model's own answers; when they disagree, ``decide``
+says ``switch`` and the step moves to the next member of the group (a tool driven by the model's
+expression). Nothing here routes on answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command
+from tenacity import wait_exponential
+
+from retryctl.agent._members import AnswerBackend, ToolBackend
+from retryctl.agent._prompts import demo_equivalence
+from retryctl.audit import DecisionLog
+from retryctl.controller import LIMIT_NAMES, Budget, Clock, Policy
+from retryctl.exceptions import ConfigError
+from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
+from retryctl.nodes import ControlledStep, SamplingSchedule, StepState, VerdictRecord, WaitRetryAfter
+from retryctl.tools import ToolRegistry, default_registry
+
+__all__ = ["DemoResult", "DemoState", "build_demo_graph", "demo_budget", "demo_policy", "demo_schedule"]
+
+DemoStatus = Literal["accepted", "answered_by_user", "stopped", "needs_user"]
+
+
+class DemoResult(TypedDict):
+    """How the demo ended: what the batch runner and the CLI read."""
+
+    status: DemoStatus
+    """``accepted``, ``answered_by_user``, ``stopped`` (budget, breaker, nothing left) or ``needs_user``
+    (the controller asked a person and the run is not interactive)."""
+    answer: str | None
+    """The accepted answer; for ``stopped``/``needs_user``, the best answer so far."""
+    text: str | None
+    """The full text of that candidate (e.g. ``7 * 8 - 5 = 51``)."""
+    confidence: float | None
+    """The fused confidence of the last verdict."""
+    reason: str
+    """Why it ended, as the last verdict said."""
+    served_by: str | None
+    """The member of the group whose answer it is (the model's name, ``calculator``, ``python``), or
+    ``user`` when a person gave the answer."""
+    usage: dict[str, float]
+    """What the run used, by budget limit name (every name of ``LIMIT_NAMES``)."""
+    attempts: int
+    """Attempts made."""
+
+
+class DemoState(TypedDict, total=False):
+    """The demo graph's state."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The question in, the accepted answer appended."""
+    result: DemoResult | None
+    """How the run ended."""
+    verdicts: list[VerdictRecord]
+    """Every verdict of the step, in order."""
+
+
+def demo_policy() -> Policy:
+    """The demo's policy: 3 to 5 samples per attempt, accept at 0.8, one refine, two retries."""
+    return Policy(
+        accept_threshold=0.8,
+        stopping="default",
+        min_samples=3,
+        max_samples=5,
+        max_retries=2,
+        max_refines=1,
+    )
+
+
+def demo_budget() -> Budget:
+    """The demo's step budget: small enough that a confused model stops within about a minute."""
+    return Budget(attempts=12, samples=30, output_tokens=2000, wall_s=300.0)
+
+
+def demo_schedule(seed: int | None = 7) -> SamplingSchedule:
+    """Temperature 0.7 for the model's own answers (so disagreement shows), seeded for reruns."""
+    return SamplingSchedule(temperatures=(0.7,), seed=seed, max_tokens=40)
+
+
+class _DemoStep(ControlledStep):
+    """The controlled step, where a non-interactive run ends at ``ask_user`` instead of pausing.
+
+    An interactive run pauses with LangGraph's ``interrupt()`` (it needs a checkpointer). A run nobody
+    can answer ends with status ``needs_user``: the verdict is logged and streamed all the same.
+    """
+
+    def __init__(self, *args: Any, interactive: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.interactive = interactive
+
+    def _ask_user(self, state: StepState) -> Command[str]:
+        if self.interactive:
+            return super()._ask_user(state)
+        control = state["control"]
+        reason = str((control.get("last_verdict") or {}).get("reason", ""))
+        result = self._result(state, control, status="needs_user", reason=reason)
+        return Command(update={"result": result}, goto=END)
+
+
+def _model(
+    base_url: str | None, model_name: str | None, n_threads: int | None, timeout_s: float
+) -> ModelBackend:
+    if base_url is None:
+        if model_name is not None:
+            raise ConfigError(field="model_name", value=model_name, problem="needs base_url as well")
+        return EmbeddedBackend(n_threads=n_threads, n_ctx=1024)
+    if not model_name:
+        raise ConfigError(field="model_name", value=model_name, problem="name the served model")
+    return OpenAIBackend(
+        model=model_name,
+        base_url=base_url,
+        timeout_s=timeout_s,
+        retry=RetrySettings(attempts=2, initial_wait_s=0.2, max_wait_s=2.0, max_retry_after_s=10.0),
+    )
+
+
+def _finisher(
+    step: ControlledStep, log: DecisionLog | None
+) -> Callable[[DemoState, RunnableConfig], dict[str, Any]]:
+    def finish(state: DemoState, config: RunnableConfig) -> dict[str, Any]:
+        raw: dict[str, Any] = dict(state.get("result") or {})
+        verdicts = state.get("verdicts") or []
+        usage = {name: float(raw.get("usage", {}).get(name, 0.0)) for name in LIMIT_NAMES}
+        result = DemoResult(
+            status=raw.get("status", "stopped"),
+            answer=raw.get("answer"),
+            text=raw.get("text"),
+            confidence=raw.get("confidence"),
+            reason=str(raw.get("reason", "the step ended without a result")),
+            served_by="user"
+            if raw.get("status") == "answered_by_user"
+            else (verdicts[-1]["target"] if verdicts else None),
+            usage=usage,
+            attempts=int(raw.get("attempts", 0)),
+        )
+        if log is not None:
+            configurable = config.get("configurable", {})
+            log.record_summary(
+                run_id=str(configurable.get("run_id") or configurable.get("thread_id") or "run"),
+                step_id=step.step_id,
+                final_answer=result["answer"],
+                sampling_history=[
+                    {
+                        "attempt": v["attempt"],
+                        "target": v["target"],
+                        "action": v["verdict"].get("action"),
+                        "confidence": v["verdict"].get("confidence"),
+                        "answer": v["verdict"].get("answer"),
+                    }
+                    for v in verdicts
+                ],
+                budget_used=usage,
+                budget_max=step.limits({}),
+                estimated_difficulty=1.0 - result["confidence"] if result["confidence"] is not None else None,
+                extra={"status": result["status"], "served_by": result["served_by"]},
+            )
+        return {"result": result}
+
+    return finish
+
+
+def build_demo_graph(
+    *,
+    base_url: str | None = None,
+    model_name: str | None = None,
+    log: DecisionLog | None = None,
+    policy: Policy | None = None,
+    budget: Budget | None = None,
+    schedule: SamplingSchedule | None = None,
+    model: ModelBackend | None = None,
+    registry: ToolRegistry | None = None,
+    group: str = "arithmetic",
+    interactive: bool = False,
+    checkpointer: Checkpointer = None,
+    n_threads: int | None = None,
+    timeout_s: float = 30.0,
+    clock: Clock = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CompiledStateGraph[DemoState, None, DemoState, DemoState]:
+    """The demo agent, compiled. Input ``{"messages": [HumanMessage(question)]}``; output state with
+    ``result`` (a :class:`DemoResult`), ``messages`` and ``verdicts``.
+
+    The equivalence group is the model answering in its own words, then each tool of ``registry``'s
+    ``group`` (default: calculator, then sandboxed python) driven by the same model. The model is the
+    embedded SmolLM2 (offline) unless ``base_url`` and ``model_name`` name an OpenAI-compatible server,
+    or ``model`` passes any backend (e.g. a ``ScriptedBackend`` in tests). ``interactive=True`` pauses
+    at ``ask_user`` with ``interrupt()`` and needs a ``checkpointer``; otherwise ``ask_user`` ends the
+    run with status ``needs_user``. Invoke with ``{"configurable": {"run_id": ...}}`` to name the run
+    in the decision log.
+    """
+    if interactive and checkpointer is None:
+        raise ConfigError(field="checkpointer", value=None, problem="an interactive run needs one")
+    if model is not None and (base_url is not None or model_name is not None):
+        raise ConfigError(field="model", value=model.name, problem="pass a model or a server, not both")
+    backend = model or _model(base_url, model_name, n_threads, timeout_s)
+    tools = registry or default_registry()
+    members: list[ModelBackend] = [AnswerBackend(backend)]
+    members += [ToolBackend(backend, tools.get(key)) for key in tools.group(group)]
+    step = _DemoStep(
+        members,
+        interactive=interactive,
+        policy=policy or demo_policy(),
+        budget=budget or demo_budget(),
+        schedule=schedule or demo_schedule(),
+        equivalence=demo_equivalence,
+        log=log,
+        # A demo waits briefly between retries; a server's Retry-After is still honoured up to 30 s.
+        backoff=WaitRetryAfter(wait_exponential(multiplier=0.25, max=2.0), max_wait_s=30.0),
+        clock=clock,
+        sleep=sleep,
+        step_id="solve",
+    )
+    graph = StateGraph(DemoState)
+    graph.add_node("solve", step.compile())
+    graph.add_node("finish", RunnableLambda(_finisher(step, log), name="finish"))
+    graph.add_edge(START, "solve")
+    graph.add_edge("solve", "finish")
+    graph.add_edge("finish", END)
+    return graph.compile(checkpointer=checkpointer, name="retryctl-demo")

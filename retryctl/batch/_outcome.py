@@ -1,0 +1,142 @@
+"""What one task's graph run came to, as a results line; the batch breaker; the end-of-batch summary.
+
+A graph's final state carries ``result`` (``status``, ``answer``, ``confidence``, ``reason``,
+``usage`` by budget limit name). A task *ended at its maximum budget* when a limit in
+``result["limits"]`` (or ``budget_max``) was used up, or, for a result without limits, when it did
+not end accepted and its reason is the controller's budget-spent wording ("... budget 'samples' is
+spent (8 of 8)").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from retryctl.batch._files import Task
+from retryctl.report import answers_match
+
+__all__ = ["BatchBreaker", "at_max_budget", "error_line", "result_line", "summarise_results"]
+
+_SPENT = re.compile(r"budget '[^']+' is spent")
+_STATUSES = ("accepted", "answered_by_user", "stopped", "needs_user")
+
+
+def at_max_budget(result: Mapping[str, Any]) -> bool:
+    """Whether a graph's ``result`` ended with a budget limit used up (see the module docstring)."""
+    usage = result.get("usage") or {}
+    limits = result.get("limits") or result.get("budget_max")
+    if isinstance(limits, Mapping) and limits:
+        for name, limit in limits.items():
+            used = usage.get(name)
+            if (
+                isinstance(limit, int | float)
+                and isinstance(used, int | float)
+                and limit > 0
+                and used >= limit
+            ):
+                return True
+        return False
+    if result.get("status") == "accepted":
+        return False
+    return bool(_SPENT.search(str(result.get("reason", ""))))
+
+
+def result_line(task: Task, state: Any, *, tries: int, elapsed_s: float) -> dict[str, Any]:
+    """The results line for a graph's final ``state`` (a state without a ``result`` is an error line)."""
+    line: dict[str, Any] = {"id": task.id, "tries": tries, "elapsed_s": round(elapsed_s, 4)}
+    if task.gold is not None:
+        line["gold"] = task.gold
+    result = state.get("result") if isinstance(state, Mapping) else None
+    if not isinstance(result, Mapping) or result.get("status") not in _STATUSES:
+        got = None if not isinstance(result, Mapping) else result.get("status")
+        line.update(status="error", error=f"the graph's final state has no valid 'result' (status {got!r})")
+        return line
+    answer = result.get("answer")
+    line.update(
+        status=result["status"],
+        answer=answer,
+        confidence=result.get("confidence"),
+        reason=str(result.get("reason", "")),
+        usage={k: v for k, v in (result.get("usage") or {}).items() if isinstance(v, int | float)},
+        at_max_budget=at_max_budget(result),
+    )
+    if task.gold is not None:
+        line["correct"] = answer is not None and answers_match(str(answer), task.gold)
+    return line
+
+
+def error_line(task: Task, exc: BaseException, *, tries: int, elapsed_s: float) -> dict[str, Any]:
+    """The results line of a task whose infrastructure kept failing (``--resume`` runs it again)."""
+    summary = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+    line: dict[str, Any] = {
+        "id": task.id,
+        "status": "error",
+        "error": summary,
+        "tries": tries,
+        "elapsed_s": round(elapsed_s, 4),
+    }
+    if task.gold is not None:
+        line["gold"] = task.gold
+    return line
+
+
+@dataclass
+class BatchBreaker:
+    """Trips when ``k`` consecutive finished tasks ended at their maximum budget (``None``: never)."""
+
+    k: int | None
+    """How many in a row trip it."""
+    streak: list[str] = field(default_factory=list)
+    """Ids of the current run of tasks at maximum budget, in finishing order."""
+
+    def __post_init__(self) -> None:
+        if self.k is not None and self.k < 1:
+            raise ValueError(f"breaker k must be >= 1 or None, got {self.k!r}")
+
+    @property
+    def tripped(self) -> bool:
+        """Whether the last ``k`` tasks all ended at their maximum budget."""
+        return self.k is not None and len(self.streak) >= self.k
+
+    def record(self, line: Mapping[str, Any]) -> bool:
+        """Count one finished task's line; return whether the breaker is (now) tripped."""
+        if line.get("status") == "error":
+            return self.tripped  # an infrastructure failure says nothing about difficulty
+        if line.get("at_max_budget"):
+            self.streak.append(str(line["id"]))
+        else:
+            self.streak.clear()
+        return self.tripped
+
+    def explain(self) -> str:
+        """Why the batch paused, for a person."""
+        ids = ", ".join(self.streak[-(self.k or 0) :])
+        return (
+            f"batch breaker: {len(self.streak)} consecutive tasks ended at their maximum budget ({ids}). "
+            "The tasks look harder than the model can settle within its budget, so the batch is paused "
+            "rather than burning more compute. Raise the budget or use a stronger model, then run again "
+            "with --resume to continue where it stopped."
+        )
+
+
+def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Totals over result lines: status mix, accuracy (with gold), average samples, cost."""
+    rows = list(lines)
+    done = [r for r in rows if r.get("status") != "error"]
+    graded = [r for r in done if "correct" in r]
+    samples = [float(r.get("usage", {}).get("samples", 0.0)) for r in done]
+    usd = sum(float(r.get("usage", {}).get("usd", 0.0)) for r in done)
+    return {
+        "tasks": len(rows),
+        "finished": len(done),
+        "errors": len(rows) - len(done),
+        "statuses": dict(Counter(str(r.get("status")) for r in rows).most_common()),
+        "at_max_budget": sum(1 for r in done if r.get("at_max_budget")),
+        "accuracy": (sum(1 for r in graded if r["correct"]) / len(graded)) if graded else None,
+        "graded": len(graded),
+        "avg_samples": (sum(samples) / len(samples)) if samples else None,
+        "usd": usd,
+    }

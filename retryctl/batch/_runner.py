@@ -1,0 +1,197 @@
+"""Running a graph over tasks: bounded concurrency, per-task infrastructure retries, the batch breaker.
+
+Tasks start in file order while a semaphore has room (``concurrency``). Each runs
+``graph.ainvoke({"messages": [HumanMessage(question)]}, config)`` with the task id as ``run_id`` and
+thread id. The controller inside the graph turns model faults into verdicts, so an exception that
+escapes ``ainvoke`` is an infrastructure failure (a dead server, a crashed sandbox, a bug): tenacity
+retries the whole task up to ``retries`` times with exponential backoff, then its results line says
+``error`` and ``--resume`` will run it again. Every finished task is appended to the results file at
+once, so a crash loses nothing finished. When the batch breaker trips, no new task starts; tasks
+already running finish and are written, and :class:`BatchOutcome` says why the batch paused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langchain_core.messages import HumanMessage
+from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, wait_exponential
+
+from retryctl.batch._files import ResultsFile, Task
+from retryctl.batch._outcome import BatchBreaker, error_line, result_line
+from retryctl.exceptions import ConfigError
+
+__all__ = ["DEFAULT_GRAPH", "BatchConfig", "BatchOutcome", "Invocable", "load_graph", "run_batch"]
+
+DEFAULT_GRAPH = "retryctl.agent:build_demo_graph"
+"""The graph ``retryctl batch`` runs unless ``--graph`` names another."""
+
+
+class Invocable(Protocol):
+    """What the batch needs of a graph: LangGraph's ``ainvoke``."""
+
+    def ainvoke(self, input: Any, config: Any = None) -> Awaitable[Any]:
+        """Run the graph once."""
+        ...
+
+
+def load_graph(spec: str, **factory_kwargs: Any) -> Invocable:
+    """Import ``module:attr``: a compiled graph, or a factory returning one.
+
+    A factory is called with ``factory_kwargs`` (e.g. ``log=DecisionLog(...)``); passing any to a
+    compiled graph, or ones the factory does not take, is a :class:`ConfigError` naming them.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(field="graph", value=spec, problem="expected 'module:attr'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(field="graph", value=spec, problem=f"cannot import {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(field="graph", value=spec, problem=f"{module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not hasattr(obj, "ainvoke") and callable(obj):
+        _check_kwargs(spec, obj, factory_kwargs)
+        obj = obj(**factory_kwargs)
+    elif factory_kwargs:
+        names = ", ".join(sorted(factory_kwargs))
+        raise ConfigError(field="graph", value=spec, problem=f"a compiled graph takes no options ({names})")
+    if not hasattr(obj, "ainvoke"):
+        raise ConfigError(
+            field="graph", value=spec, problem="neither a graph nor a factory returning one (no ainvoke)"
+        )
+    graph: Invocable = obj
+    return graph
+
+
+def _check_kwargs(spec: str, factory: Any, kwargs: dict[str, Any]) -> None:
+    if not kwargs:
+        return
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise ConfigError(
+            field="graph", value=spec, problem=f"the factory takes no option(s) {', '.join(unknown)}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchConfig:
+    """How a batch runs."""
+
+    concurrency: int = 4
+    """Tasks running at once."""
+    retries: int = 3
+    """Tries per task when its infrastructure fails (1 = no retry)."""
+    retry_wait_s: float = 1.0
+    """Backoff multiplier in seconds (the wait doubles per try, capped at 30 s); 0 retries at once."""
+    breaker_k: int | None = 5
+    """Pause after this many consecutive tasks ended at their maximum budget; ``None`` never pauses."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError(field="concurrency", value=self.concurrency, problem="must be >= 1")
+        if self.retries < 1:
+            raise ConfigError(field="retries", value=self.retries, problem="must be >= 1")
+        if self.retry_wait_s < 0:
+            raise ConfigError(field="retry_wait_s", value=self.retry_wait_s, problem="must be >= 0")
+        if self.breaker_k is not None and self.breaker_k < 1:
+            raise ConfigError(field="breaker_k", value=self.breaker_k, problem="must be >= 1 (or off)")
+
+
+@dataclass
+class BatchOutcome:
+    """How a batch run ended."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    """The result lines written by this run, in finishing order."""
+    paused: str | None = None
+    """Why the batch breaker paused the batch, or ``None``."""
+    not_started: list[str] = field(default_factory=list)
+    """Ids of tasks left for a later ``--resume``."""
+
+
+async def run_batch(
+    graph: Invocable,
+    tasks: Sequence[Task],
+    results: ResultsFile,
+    *,
+    config: BatchConfig,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+    asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> BatchOutcome:
+    """Run ``graph`` on every task, appending each result to ``results`` as it finishes."""
+    outcome = BatchOutcome()
+    breaker = BatchBreaker(config.breaker_k)
+    gate = asyncio.Semaphore(config.concurrency)
+    running: set[asyncio.Task[None]] = set()
+
+    async def one(task: Task) -> None:
+        try:
+            line = await _run_task(graph, task, config, asleep, clock)
+            results.append(line)
+            outcome.lines.append(line)
+            if breaker.record(line) and outcome.paused is None:
+                outcome.paused = breaker.explain()
+            if on_done is not None:
+                on_done(line)
+        finally:
+            gate.release()
+
+    for index, task in enumerate(tasks):
+        await gate.acquire()
+        if outcome.paused is not None:
+            gate.release()
+            outcome.not_started = [t.id for t in tasks[index:]]
+            break
+        job = asyncio.create_task(one(task))
+        running.add(job)
+        job.add_done_callback(running.discard)
+    if running:
+        await asyncio.gather(*running)
+    return outcome
+
+
+async def _run_task(
+    graph: Invocable,
+    task: Task,
+    config: BatchConfig,
+    asleep: Callable[[float], Awaitable[None]],
+    clock: Callable[[], float],
+) -> dict[str, Any]:
+    start = clock()
+    tries = 0
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(config.retries),
+        wait=wait_exponential(multiplier=config.retry_wait_s, max=30.0),
+        # A misuse (bad config inside the graph) will not heal by retrying; anything else might.
+        retry=retry_if_exception(lambda exc: not isinstance(exc, ConfigError | asyncio.CancelledError)),
+        sleep=asleep,
+    )
+    inputs = {"messages": [HumanMessage(task.question)]}
+    run_config = {"configurable": {"thread_id": f"batch-{task.id}", "run_id": task.id}}
+    try:
+        async for attempt in retrying:
+            with attempt:
+                tries += 1
+                state = await graph.ainvoke(inputs, run_config)
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        return error_line(task, last or exc, tries=tries, elapsed_s=clock() - start)
+    except ConfigError as exc:
+        return error_line(task, exc, tries=tries, elapsed_s=clock() - start)
+    return result_line(task, state, tries=tries, elapsed_s=clock() - start)

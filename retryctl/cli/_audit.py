@@ -1,0 +1,134 @@
+"""``retryctl audit``: verify decision logs' hash chains and explain what the controller did.
+
+Exit codes: 0 every chain is intact; 1 a chain is broken (the first broken record is named; the
+readable part is still analysed); 2 a usage error (a missing file, an unknown run id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from retryctl.audit import VerifyReport
+from retryctl.report import (
+    Analysis,
+    analyse,
+    diff_sides,
+    render_diff,
+    render_html,
+    render_summary,
+    render_verification,
+    run_story,
+    side_figures,
+    start_verification,
+    story_lines,
+    summarise,
+)
+
+__all__ = ["audit"]
+
+_BROKEN_EXIT = 1
+_USAGE_EXIT = 2
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(_USAGE_EXIT)
+
+
+def _report_json(r: VerifyReport) -> dict[str, Any]:
+    error = None
+    if r.error is not None:
+        error = {
+            "line": r.error.line,
+            "index": r.error.index,
+            "problem": r.error.problem,
+            "message": str(r.error),
+        }
+    return {"path": r.path, "ok": r.ok, "records": r.records, "runs": r.runs, "head": r.head, "error": error}
+
+
+def _diff(analysis: Analysis | None, logs: list[str], a: str, b: str) -> dict[str, Any]:
+    """Two logs when both name files, else two run ids within ``logs``."""
+    if os.path.isfile(a) and os.path.isfile(b):
+        return diff_sides(a, side_figures(analyse([a])), b, side_figures(analyse([b])))
+    if analysis is None:
+        _fail(f"--diff {a} {b}: neither is a log file, and no LOG was given to find them as run ids in")
+    runs = {s.run_id for s in analysis.steps.values()}
+    for run in (a, b):
+        if run not in runs:
+            _fail(f"--diff: {run!r} is neither a log file nor a run id in {', '.join(logs)}")
+    return diff_sides(a, side_figures(analysis, run_id=a), b, side_figures(analysis, run_id=b))
+
+
+def audit(
+    logs: Annotated[
+        list[Path] | None, typer.Argument(help="Decision logs (JSONL) to audit.", show_default=False)
+    ] = None,
+    *,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write a self-contained HTML report with plots.")
+    ] = None,
+    why: Annotated[
+        str | None, typer.Option("--why", help="Tell one run's story, verdict by verdict.")
+    ] = None,
+    diff: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--diff", help="Compare two logs (e.g. two policies) or two run ids of the LOGs."),
+    ] = None,
+) -> None:
+    """Verify decision logs' hash chains and summarise what the controller decided, and why."""
+    console = Console()
+    names = [os.fspath(p) for p in logs or []]
+    if not names and diff is None:
+        _fail("give at least one LOG (or --diff LOG_A LOG_B)")
+    diff_logs = list(diff) if diff is not None and all(map(os.path.isfile, diff)) else []
+    to_verify = names + [p for p in diff_logs if p not in names]
+    for p in to_verify:
+        if not os.path.isfile(p):
+            _fail(f"{p}: no such log file")
+    # Verification runs in a second process for large logs while this one analyses them.
+    pending = start_verification(to_verify)
+    analysis = analyse(names) if names else None
+    diff_result = _diff(analysis, names, *diff) if diff is not None else None
+    summary = summarise(analysis) if analysis is not None else None
+    reports = pending()
+    broken = any(not r.ok for r in reports)
+    out: dict[str, Any] = {"verification": [_report_json(r) for r in reports], "ok": not broken}
+    if summary is not None:
+        out["summary"] = summary
+    if why is not None:
+        events = run_story(names, why)
+        if not events:
+            _fail(f"--why: no record of run {why!r} in {', '.join(names) or 'the logs'}")
+        out["why"] = {"run_id": why, "events": events, "story": story_lines(events)}
+    if diff_result is not None:
+        out["diff"] = diff_result
+    if html is not None:
+        if analysis is None or summary is None:
+            _fail("--html needs at least one LOG")
+        html.write_text(render_html(analysis, summary, reports), encoding="utf-8")
+        out["html"] = os.fspath(html)
+
+    if as_json:
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        console.print(render_verification(reports), soft_wrap=True)
+        if why is not None:
+            console.print(f"[bold]Run {why}[/bold]")
+            for line in out["why"]["story"]:
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        elif diff_result is not None:
+            render_diff(diff_result, console)
+        elif summary is not None:
+            render_summary(summary, console)
+        if html is not None:
+            console.print(f"HTML report written to {html}")
+    if broken:
+        raise typer.Exit(_BROKEN_EXIT)

@@ -1,0 +1,232 @@
+"""``retryctl batch``: run the demo agent (or any graph) over a JSONL task file.
+
+Exit codes: 0 every task finished; 1 some tasks failed on infrastructure after their retries (run
+again with ``--resume``); 2 a usage error (a malformed task file names its line); 3 the batch breaker
+paused the batch (it says why; ``--resume`` continues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from retryctl.audit import DecisionLog
+from retryctl.batch import (
+    DEFAULT_GRAPH,
+    BatchConfig,
+    Invocable,
+    ResultsFile,
+    Task,
+    TaskFormatError,
+    load_graph,
+    load_tasks,
+    read_results,
+    run_batch,
+    summarise_results,
+)
+from retryctl.exceptions import ConfigError
+
+__all__ = ["batch"]
+
+_ERRORS_EXIT = 1
+_USAGE_EXIT = 2
+_PAUSED_EXIT = 3
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(_USAGE_EXIT)
+
+
+def _describe(line: dict[str, Any]) -> str:
+    if line["status"] == "error":
+        return f"{line['id']}: error after {line['tries']} tries: {line['error']}"
+    conf = "" if line.get("confidence") is None else f" (confidence {line['confidence']:.2f})"
+    mark = "" if "correct" not in line else (" ✓" if line["correct"] else " ✗")
+    budget = " [at max budget]" if line.get("at_max_budget") else ""
+    return f"{line['id']}: {line['status']} {line.get('answer')!r}{conf}{mark}{budget}"
+
+
+def _print_summary(summary: dict[str, Any], console: Console) -> None:
+    table = Table(title="batch summary", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    acc = summary["accuracy"]
+    avg = summary["avg_samples"]
+    rows = [
+        ("tasks in results", str(summary["tasks"])),
+        ("finished", str(summary["finished"])),
+        ("infrastructure errors", str(summary["errors"])),
+        ("accuracy", "—" if acc is None else f"{acc:.1%} of {summary['graded']} with gold"),
+        ("average samples", "—" if avg is None else f"{avg:.2f}"),
+        ("cost (usd)", f"{summary['usd']:.4f}"),
+        ("ended at max budget", str(summary["at_max_budget"])),
+    ]
+    rows += [(f"status: {k}", str(v)) for k, v in summary["statuses"].items()]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], list[Task]]:
+    """All tasks, and those without a finished result in ``out``; usage errors exit 2."""
+    try:
+        tasks = load_tasks(tasks_path)
+    except FileNotFoundError:
+        _fail(f"{tasks_path}: no such task file")
+    except TaskFormatError as exc:
+        _fail(str(exc))
+    if not resume and out.exists() and out.stat().st_size > 0:
+        _fail(f"{out} already has results; pass --resume to continue it, or choose another --out")
+    try:
+        finished = read_results(out).finished
+    except TaskFormatError as exc:
+        _fail(f"cannot resume: {exc}")
+    return tasks, [t for t in tasks if t.id not in finished]
+
+
+def _graph(
+    spec: str, log: Path | None, *, base_url: str | None, model_name: str | None
+) -> tuple[Invocable, DecisionLog | None]:
+    """The graph to run (its factory given the options that were set) and the decision log opened for it."""
+    factory_kwargs: dict[str, Any] = {}
+    if base_url is not None or model_name is not None:
+        factory_kwargs.update(base_url=base_url, model_name=model_name)
+    decision_log = DecisionLog(log) if log is not None else None
+    if decision_log is not None:
+        factory_kwargs["log"] = decision_log
+    try:
+        return load_graph(spec, **factory_kwargs), decision_log
+    except ConfigError as exc:
+        if decision_log is not None:
+            decision_log.close()
+        _fail(str(exc))
+
+
+def batch(
+    tasks_path: Annotated[
+        Path, typer.Argument(metavar="TASKS.jsonl", help="Tasks: {id, question, gold?} a line.")
+    ],
+    *,
+    out: Annotated[Path, typer.Option("--out", help="Results JSONL, one line per finished task.")],
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks running at once.")] = 4,
+    resume: Annotated[bool, typer.Option("--resume", help="Skip tasks already finished in --out.")] = False,
+    graph_spec: Annotated[
+        str, typer.Option("--graph", help="module:attr of a compiled graph or a factory returning one.")
+    ] = DEFAULT_GRAPH,
+    retries: Annotated[
+        int, typer.Option("--retries", min=1, help="Tries per task on infrastructure failure.")
+    ] = 3,
+    retry_wait: Annotated[
+        float, typer.Option("--retry-wait", min=0.0, help="Backoff multiplier, seconds.")
+    ] = 1.0,
+    breaker: Annotated[
+        int,
+        typer.Option("--breaker", min=0, help="Pause after K consecutive tasks at max budget (0: never)."),
+    ] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    log: Annotated[
+        Path | None,
+        typer.Option("--log", help="Decision log for every verdict (passed to the graph factory)."),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="OpenAI-compatible server (passed to the factory).")
+    ] = None,
+    model_name: Annotated[
+        str | None, typer.Option("--model-name", help="Model on that server (passed to the factory).")
+    ] = None,
+) -> None:
+    """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
+    console = Console(stderr=as_json)
+    tasks, pending = _pending(tasks_path, out, resume=resume)
+    try:
+        config = BatchConfig(
+            concurrency=concurrency, retries=retries, retry_wait_s=retry_wait, breaker_k=breaker or None
+        )
+    except ConfigError as exc:
+        _fail(str(exc))
+    graph, decision_log = (None, None)
+    if pending:
+        graph, decision_log = _graph(graph_spec, log, base_url=base_url, model_name=model_name)
+    results = ResultsFile(out)
+    if results.cut_bytes:
+        console.print(
+            f"[yellow]{out}: cut a torn last line ({results.cut_bytes} bytes) left by a crash; "
+            "its task runs again[/yellow]",
+            soft_wrap=True,
+        )
+    skipped = len(tasks) - len(pending)
+    if skipped:
+        console.print(f"resuming: {skipped} of {len(tasks)} tasks already finished in {out}", soft_wrap=True)
+    outcome = None
+    try:
+        if graph is not None:
+            outcome = _run(graph, pending, results, config, console, done=skipped, total=len(tasks))
+    finally:
+        results.close()
+        if decision_log is not None:
+            decision_log.close()
+    summary = summarise_results(read_results(out).results)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    **summary,
+                    "paused": outcome.paused if outcome else None,
+                    "not_started": outcome.not_started if outcome else [],
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_summary(summary, console)
+        console.print(f"results: {os.fspath(out)}", soft_wrap=True)
+    if outcome is not None and outcome.paused is not None:
+        console.print(f"[bold red]{outcome.paused}[/bold red]", soft_wrap=True)
+        console.print(f"{len(outcome.not_started)} tasks not started.")
+        raise typer.Exit(_PAUSED_EXIT)
+    if summary["errors"]:
+        raise typer.Exit(_ERRORS_EXIT)
+
+
+def _run(
+    graph: Any,
+    pending: list[Any],
+    results: ResultsFile,
+    config: BatchConfig,
+    console: Console,
+    *,
+    done: int,
+    total: int,
+) -> Any:
+    # On a terminal a live bar; elsewhere (CI, a pipe) one line per finished task, which logs well.
+    live = console.is_terminal
+    progress = Progress(
+        TextColumn("[bold]batch"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        disable=not live,
+    )
+    bar = progress.add_task("batch", total=total, completed=done, last="")
+    counter = [done]
+
+    def on_done(line: dict[str, Any]) -> None:
+        counter[0] += 1
+        text = _describe(line)
+        progress.update(bar, advance=1, last=text[:60])
+        if not live:
+            console.print(f"[{counter[0]}/{total}] {text}", markup=False, highlight=False, soft_wrap=True)
+
+    with progress:
+        return asyncio.run(run_batch(graph, pending, results, config=config, on_done=on_done))

@@ -1,0 +1,243 @@
+"""``retryctl demo``: run the demo agent on one question and show each verdict as it happens.
+
+Exit codes: 0 an answer was accepted (or given by you at a prompt), 3 the controller stopped (budget,
+breaker, nothing left to try, or the run failed), 4 it needed a person and nobody could answer (no TTY),
+2 bad arguments or a model that cannot be set up. Never a traceback: every failure is one line.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from rich.console import Console
+from rich.markup import escape
+from rich.prompt import Prompt
+
+from retryctl.agent import DEMO_QUESTION, build_demo_graph, demo_schedule
+from retryctl.audit import DecisionLog, verify_log
+from retryctl.nodes import VERDICT_EVENT
+
+__all__ = ["EXIT_CODES", "demo"]
+
+EXIT_CODES = {"accepted": 0, "answered_by_user": 0, "stopped": 3, "needs_user": 4}
+"""The exit code of each final status."""
+_SETUP_EXIT = 2
+_FAILED_EXIT = 3
+_MODES = ["custom", "values", "updates", "tasks"]
+_COLOURS = {"accept": "green", "switch": "magenta", "retry": "yellow", "refine": "cyan", "stop": "red"}
+
+
+def _default_log() -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return Path.cwd() / f"retryctl-demo-{stamp}-{uuid.uuid4().hex[:6]}.jsonl"
+
+
+def _left(evidence: dict[str, Any]) -> str:
+    used, limit = evidence.get("budget_used", {}), evidence.get("budget_limit", {})
+    parts = []
+    for name, fmt in (
+        ("samples", "{:g}"),
+        ("attempts", "{:g}"),
+        ("output_tokens", "{:g}"),
+        ("wall_s", "{:.0f}s"),
+    ):
+        cap = limit.get(name)
+        if cap is not None:
+            parts.append(f"{name} {fmt.format(max(0.0, cap - used.get(name, 0.0)))}")
+    return ", ".join(parts) or "unlimited"
+
+
+def _show_verdict(console: Console, event: dict[str, Any], answers: list[Any]) -> None:
+    verdict = event["verdict"]
+    action = str(verdict["action"])
+    colour = _COLOURS.get(action, "bold")
+    confidence = verdict.get("confidence")
+    shown = "—" if confidence is None else f"{confidence:.2f}"
+    target = event.get("target") or "?"
+    console.print(
+        f"[bold]#{event['attempt']}[/bold] {escape(str(target))} → [{colour}]{action}[/{colour}]"
+        f"  confidence {shown}  samples {len(answers)} {escape(str(answers))}"
+        f"  budget left: {_left(verdict.get('evidence', {}))}"
+    )
+    console.print(f"    [dim]{escape(str(verdict['reason']))}[/dim]")
+
+
+class _View:
+    """Follows one streamed run: prints each verdict as it arrives, keeps the final state."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.answers: list[Any] = []
+        self.final: dict[str, Any] = {}
+        self.pending: list[Any] = []
+
+    def take(self, namespace: tuple[str, ...], mode: str, data: Any) -> None:
+        """Take one ``(namespace, mode, data)`` chunk of a ``subgraphs=True`` stream."""
+        if not isinstance(data, dict):
+            return
+        if mode == "custom" and data.get("type") == VERDICT_EVENT:
+            _show_verdict(self.console, data, self.answers)
+        elif mode == "values" and not namespace:
+            self.final = data
+        elif mode == "updates":
+            self.pending.extend(data.get("__interrupt__", ()))
+        elif mode == "tasks" and data.get("name") == "act" and isinstance(data.get("result"), dict):
+            # The candidates of the attempt that the next verdict judges.
+            self.answers = [c.get("answer") for c in data["result"].get("candidates") or []]
+
+
+def _ask(console: Console, interrupt_value: dict[str, Any]) -> dict[str, Any]:
+    best = (interrupt_value.get("best") or {}).get("answer")
+    console.print(
+        f"[bold yellow]The controller asks you:[/bold yellow] {escape(str(interrupt_value.get('reason')))}"
+    )
+    if interrupt_value.get("error"):
+        console.print(f"[red]{escape(str(interrupt_value['error']))}[/red]")
+    reply = Prompt.ask(
+        f"Type 'accept' (take {best!r}), 'stop', 'more' (4 more samples) or your own answer",
+        console=console,
+        default="stop",
+    ).strip()
+    if reply in ("accept", "stop"):
+        return {"action": reply}
+    if reply == "more":
+        return {"action": "extend", "budget": {"samples": 4, "attempts": 2}}
+    return {"action": "answer", "answer": reply}
+
+
+def _run(
+    console: Console,
+    graph: Any,
+    question: str,
+    run_id: str,
+    interactive: bool,
+) -> dict[str, Any]:
+    config: dict[str, Any] = {"configurable": {"thread_id": run_id, "run_id": run_id}}
+    payload: Any = {"messages": [HumanMessage(question)]}
+    while True:
+        view = _View(console)
+        with console.status("thinking…", spinner="dots"):
+            for namespace, mode, data in graph.stream(payload, config, stream_mode=_MODES, subgraphs=True):
+                view.take(namespace, mode, data)
+        if not view.pending or not interactive:
+            result: dict[str, Any] = view.final.get("result") or {}
+            return result
+        payload = Command(resume=_ask(console, view.pending[0].value))
+
+
+def _render_end(console: Console, result: dict[str, Any], seconds: float) -> None:
+    status = str(result.get("status", "stopped"))
+    confidence = result.get("confidence")
+    conf = "—" if confidence is None else f"{confidence:.2f}"
+    if status == "answered_by_user":
+        console.print(
+            f"\n[bold green]answer: {escape(str(result.get('answer')))}[/bold green] (given by you)"
+        )
+    elif status == "accepted":
+        console.print(
+            f"\n[bold green]answer: {escape(str(result.get('answer')))}[/bold green]"
+            f"  ({escape(str(result.get('text')))}, by {escape(str(result.get('served_by')))})"
+        )
+        console.print(f"confidence {conf}; accepted because {escape(str(result.get('reason')))}")
+    elif status == "needs_user":
+        console.print(f"\n[bold yellow]needs a person[/bold yellow]: {escape(str(result.get('reason')))}")
+        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf})")
+    else:
+        console.print(f"\n[bold red]stopped[/bold red]: {escape(str(result.get('reason')))}")
+        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf})")
+    usage = result.get("usage", {})
+    console.print(
+        f"used {usage.get('samples', 0):g} samples in {usage.get('attempts', 0):g} calls, "
+        f"{usage.get('output_tokens', 0):g} output tokens; {seconds:.1f}s"
+    )
+
+
+def _close_and_verify(console: Console, log: DecisionLog | None) -> None:
+    if log is None:
+        return
+    try:
+        log.close()
+        report = verify_log(log.path)
+    except Exception as exc:  # the log is evidence: say what is wrong with it, never crash over it
+        console.print(f"log: {escape(log.path)} could not be verified: {escape(str(exc))}")
+        return
+    state = "chain verified" if report.ok else f"CHAIN BROKEN: {report.error}"
+    console.print(f"log: {escape(log.path)} ({report.records} records, {escape(state)})")
+
+
+def demo(
+    question: Annotated[
+        str | None, typer.Argument(help="An arithmetic word problem; default: a built-in one.")
+    ] = None,
+    *,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="An OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
+    ] = None,
+    model_name: Annotated[
+        str | None, typer.Option("--model-name", help="The served model's name (with --base-url).")
+    ] = None,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="Decision log (JSONL); default: a new file here.")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per server request.")] = 30.0,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="CPU threads of the embedded model.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Base sampling seed (reruns draw the same).")] = 7,
+) -> None:
+    """Run the demo agent on an arithmetic word problem and show each verdict as it happens.
+
+    The model's own answers are judged; when they disagree the controller switches to a tool of one
+    equivalence group (calculator, then sandboxed python)."""
+    console = Console(highlight=False, soft_wrap=True)
+    if (base_url is None) != (model_name is None):
+        typer.echo("error: --base-url and --model-name go together", err=True)
+        raise typer.Exit(_SETUP_EXIT)
+    if timeout <= 0 or (threads is not None and threads < 1):
+        typer.echo("error: --timeout must be > 0 and --threads >= 1", err=True)
+        raise typer.Exit(_SETUP_EXIT)
+    text = question or DEMO_QUESTION
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    run_id = f"demo-{uuid.uuid4().hex[:12]}"
+    path = log or _default_log()
+    decision_log: DecisionLog | None = None
+    code = _FAILED_EXIT
+    started = time.monotonic()
+    try:
+        decision_log = DecisionLog(path)
+        graph = build_demo_graph(
+            base_url=base_url,
+            model_name=model_name,
+            log=decision_log,
+            schedule=demo_schedule(seed),
+            interactive=interactive,
+            checkpointer=InMemorySaver() if interactive else None,
+            n_threads=threads,
+            timeout_s=timeout,
+        )
+        where = base_url or "the embedded model (offline)"
+        console.print(f"[bold]question:[/bold] {escape(text)}")
+        console.print(f"[dim]model: {escape(where)}; run {run_id}[/dim]")
+        result = _run(console, graph, text, run_id, interactive)
+        _render_end(console, result, time.monotonic() - started)
+        code = EXIT_CODES.get(str(result.get("status")), _FAILED_EXIT)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        code = 130
+    except Exception as exc:  # the contract: one line, never a traceback, whatever broke
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        typer.echo(f"error: {type(exc).__name__}: {message}"[:500], err=True)
+        code = _FAILED_EXIT
+    finally:
+        _close_and_verify(console, decision_log)
+    raise typer.Exit(code)

@@ -1,0 +1,108 @@
+"""``--why RUN_ID``: one run's story, verdict by verdict, in the words of the records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from retryctl.report._load import iter_raw_records
+
+__all__ = ["run_story", "story_lines"]
+
+
+def run_story(paths: Iterable[str | os.PathLike[str]], run_id: str) -> list[dict[str, Any]]:
+    """Every record of ``run_id`` in ``paths``, in file order, reduced to what a story needs."""
+    events: list[dict[str, Any]] = []
+    for path in paths:
+        for rec in iter_raw_records(path):
+            if rec.get("run_id") != run_id:
+                continue
+            if rec.get("kind") == "verdict":
+                budget = rec.get("budget") or {}
+                events.append(
+                    {
+                        "kind": "verdict",
+                        "ts": rec.get("ts"),
+                        "step_id": rec.get("step_id"),
+                        "attempt": rec.get("attempt"),
+                        "target": (rec.get("extra") or {}).get("target"),
+                        "action": rec.get("action"),
+                        "reason": rec.get("reason"),
+                        "confidence": rec.get("confidence"),
+                        "answer": rec.get("answer"),
+                        "switch_to": rec.get("target"),
+                        "signals": rec.get("signals") or {},
+                        "thresholds": rec.get("thresholds") or {},
+                        "used": budget.get("used") or {},
+                        "limit": budget.get("limit") or {},
+                        "breaker": rec.get("breaker") or {},
+                        "error_class": rec.get("error_class"),
+                        "notes": rec.get("notes") or [],
+                        "latency_ms": rec.get("latency_ms"),
+                    }
+                )
+            elif rec.get("kind") == "summary":
+                events.append(
+                    {
+                        "kind": "summary",
+                        "ts": rec.get("ts"),
+                        "step_id": rec.get("step_id"),
+                        "final_answer": rec.get("final_answer"),
+                        "budget_used": rec.get("budget_used") or {},
+                        "budget_max": rec.get("budget_max") or {},
+                        "estimated_difficulty": rec.get("estimated_difficulty"),
+                        "gold": (rec.get("extra") or {}).get("gold"),
+                    }
+                )
+    return events
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _budget(used: dict[str, Any], limit: dict[str, Any]) -> str:
+    parts = []
+    for name in ("samples", "attempts", "usd", "output_tokens"):
+        if name in used:
+            cap = limit.get(name)
+            parts.append(f"{name} {_fmt(used[name])}" + ("" if cap is None else f"/{_fmt(cap)}"))
+    return ", ".join(parts)
+
+
+def story_lines(events: list[dict[str, Any]]) -> list[str]:
+    """The story as plain sentences, one or two lines per record."""
+    lines: list[str] = []
+    for i, e in enumerate(events, start=1):
+        if e["kind"] == "summary":
+            answer = e["final_answer"]
+            used = _budget(e["budget_used"], e["budget_max"])
+            text = f"{i}. step {e['step_id']} ended with answer {answer!r}; used {used}"
+            if e.get("gold") is not None:
+                text += f"; gold {e['gold']!r}"
+            lines.append(text)
+            continue
+        on = f" on {e['target']}" if e["target"] else ""
+        conf = "" if e["confidence"] is None else f" at confidence {e['confidence']:.2f}"
+        lines.append(
+            f"{i}. step {e['step_id']}, attempt {e['attempt']}{on}: "
+            f"{str(e['action']).upper()}{conf}: {e['reason']}"
+        )
+        details = []
+        if e["signals"]:
+            details.append("signals " + ", ".join(f"{k} {v:.2f}" for k, v in e["signals"].items()))
+        if e["answer"] is not None:
+            details.append(f"best answer {e['answer']!r}")
+        budget = _budget(e["used"], e["limit"])
+        if budget:
+            details.append(f"budget {budget}")
+        opened = {k: v for k, v in e["breaker"].items() if v != "closed"}
+        if opened:
+            details.append("breakers " + ", ".join(f"{k} {v}" for k, v in opened.items()))
+        if e["error_class"]:
+            details.append(f"error class {e['error_class']}")
+        details.extend(e["notes"])
+        if details:
+            lines.append("   " + "; ".join(details))
+    return lines

@@ -1,0 +1,218 @@
+"""From an :class:`Analysis` to the audit's sections, as one JSON-ready dict.
+
+Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
+``overview``, ``verdicts``, ``stop_reasons``, ``per_step``, ``cost``, ``black_holes``,
+``threshold_hints``, ``accuracy``, ``samples_hist``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+from retryctl.report._analysis import Analysis, StepOutcome, no_cyclic_gc
+
+__all__ = ["reason_shape", "summarise"]
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_QUOTED = re.compile(r"'[^']*'")
+_TOP = 10
+_HINT_WIDTH = 0.05  # width of a "stalled just under the threshold" band
+
+
+def _spend(step: StepOutcome, by_usd: bool) -> float:
+    return step.usd if by_usd else step.samples
+
+
+def reason_shape(reason: str) -> str:
+    """A stop reason with its numbers and quoted names blanked, so that like reasons count together."""
+    return _NUMBER.sub("#", _QUOTED.sub("'…'", reason))
+
+
+def summarise(analysis: Analysis) -> dict[str, Any]:
+    """Every audit section of ``analysis`` as plain JSON values."""
+    with no_cyclic_gc():
+        return _sections(analysis)
+
+
+def _sections(analysis: Analysis) -> dict[str, Any]:
+    steps = list(analysis.steps.values())
+    by_usd = any(s.usd > 0 for s in steps)
+    return {
+        "overview": _overview(analysis, steps),
+        "verdicts": dict(analysis.actions.most_common()),
+        "error_classes": dict(analysis.error_classes.most_common()),
+        "stop_reasons": _stop_reasons(steps),
+        "per_step": _per_step(steps),
+        "cost": _cost(analysis, steps),
+        "black_holes": _black_holes(steps, by_usd),
+        "threshold_hints": _threshold_hints(steps),
+        "accuracy": _accuracy(steps),
+        "samples_hist": _samples_hist(steps),
+    }
+
+
+def _overview(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
+    outcomes = Counter(s.last_action or "summary only" for s in steps)
+    return {
+        "logs": list(analysis.paths),
+        "records": analysis.records,
+        "verdict_records": analysis.verdict_records,
+        "summary_records": analysis.summary_records,
+        "repair_records": analysis.repair_records,
+        "undecodable_lines": list(analysis.undecodable_lines),
+        "runs": len(analysis.runs),
+        "steps": len(steps),
+        "step_outcomes": dict(outcomes.most_common()),
+    }
+
+
+def _stop_reasons(steps: list[StepOutcome]) -> list[dict[str, Any]]:
+    shapes: Counter[str] = Counter()
+    example: dict[str, str] = {}
+    for s in steps:
+        if s.last_action in ("stop", "ask_user"):
+            shape = reason_shape(s.last_reason)
+            shapes[shape] += 1
+            example.setdefault(shape, s.last_reason)
+    return [{"reason": example[k], "shape": k, "steps": n} for k, n in shapes.most_common(_TOP)]
+
+
+def _per_step(steps: list[StepOutcome]) -> list[dict[str, Any]]:
+    groups: dict[str, list[StepOutcome]] = defaultdict(list)
+    for s in steps:
+        groups[s.step_id].append(s)
+    rows: list[dict[str, Any]] = []
+    for step_id, group in groups.items():
+        n = len(group)
+        rows.append(
+            {
+                "step_id": step_id,
+                "runs": n,
+                "accepted": sum(1 for s in group if s.accepted),
+                "avg_samples": sum(s.samples for s in group) / n,
+                "max_samples": max(s.samples for s in group),
+                "avg_attempts": sum(s.attempts for s in group) / n,
+                "avg_verdicts": sum(s.verdicts for s in group) / n,
+                "usd": sum(s.usd for s in group),
+            }
+        )
+    rows.sort(key=lambda r: (-r["usd"], -r["avg_samples"] * r["runs"], r["step_id"]))
+    return rows[:50]
+
+
+def _cost(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
+    targets = set(analysis.target_samples) | set(analysis.target_usd) | set(analysis.target_attempts)
+    by_target: list[dict[str, Any]] = [
+        {
+            "target": t,
+            "kind": "tool" if t in analysis.tools else ("none" if t == "(none)" else "model"),
+            "attempts": analysis.target_attempts[t],
+            "samples": float(analysis.target_samples[t]),
+            "usd": float(analysis.target_usd[t]),
+        }
+        for t in targets
+    ]
+    by_target.sort(key=lambda r: (-r["usd"], -r["samples"], -r["attempts"], r["target"]))
+    return {
+        "total_samples": sum(s.samples for s in steps),
+        "total_usd": sum(s.usd for s in steps),
+        "by_target": by_target,
+    }
+
+
+def _black_holes(steps: list[StepOutcome], by_usd: bool) -> dict[str, Any]:
+    """Steps among the top tenth by spend that still ended without an accepted answer."""
+    unit = "usd" if by_usd else "samples"
+    spends = [s.usd for s in steps] if by_usd else [s.samples for s in steps]
+    total = sum(spends)
+    if not steps or total <= 0:
+        return {"unit": unit, "cutoff": 0.0, "steps": 0, "spent": 0.0, "share": 0.0, "top": []}
+    ranked = sorted(spends, reverse=True)
+    cutoff = ranked[max(0, len(ranked) // 10 - 1)]
+    holes = [
+        s for s, x in zip(steps, spends, strict=True) if x >= cutoff and x > 0 and s.last_action != "accept"
+    ]
+    holes.sort(key=lambda s: -_spend(s, by_usd))
+    spent = sum(_spend(s, by_usd) for s in holes)
+    return {
+        "unit": unit,
+        "cutoff": cutoff,
+        "steps": len(holes),
+        "spent": spent,
+        "share": spent / total,
+        "top": [
+            {
+                "run_id": s.run_id,
+                "step_id": s.step_id,
+                "spent": _spend(s, by_usd),
+                "attempts": s.attempts,
+                "outcome": s.last_action,
+                "reason": s.last_reason,
+            }
+            for s in holes[:_TOP]
+        ],
+    }
+
+
+def _threshold_hints(steps: list[StepOutcome]) -> list[dict[str, Any]]:
+    """Steps that ended unaccepted with a confidence just under their accept threshold."""
+    bands: dict[tuple[float, float, float], list[StepOutcome]] = defaultdict(list)
+    for s in steps:
+        t, c = s.threshold, s.last_confidence
+        if s.accepted or t is None or c is None or not (t - 2 * _HINT_WIDTH <= c < t):
+            continue
+        low = round(t - _HINT_WIDTH, 4) if c >= t - _HINT_WIDTH else round(t - 2 * _HINT_WIDTH, 4)
+        bands[(t, low, round(low + _HINT_WIDTH, 4))].append(s)
+    hints = []
+    for (t, low, high), group in sorted(bands.items(), key=lambda kv: -len(kv[1])):
+        graded = [s for s in group if s.gold is not None]
+        right = sum(1 for s in graded if s.correct)
+        text = (
+            f"{len(group)} step{'s' if len(group) != 1 else ''} stalled at confidence "
+            f"{low:.2f}–{high:.2f} under a {t:.2f} threshold"
+        )
+        if graded:
+            text += f"; {right} of {len(graded)} with gold had the right answer"
+        hints.append(
+            {
+                "threshold": t,
+                "low": low,
+                "high": high,
+                "steps": len(group),
+                "graded": len(graded),
+                "correct": right,
+                "text": text,
+            }
+        )
+    return hints
+
+
+def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
+    graded = [(s, bool(s.correct)) for s in steps if s.gold is not None]
+    if not graded:
+        return None
+    right = sum(1 for _, ok in graded if ok)
+    accepted = [ok for s, ok in graded if s.last_action == "accept"]
+    by_samples: dict[float, list[int]] = defaultdict(lambda: [0, 0])
+    for s, ok in graded:
+        cell = by_samples[s.samples]
+        cell[0] += 1
+        cell[1] += ok
+    return {
+        "graded": len(graded),
+        "correct": right,
+        "accuracy": right / len(graded),
+        "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
+        "avg_samples": sum(s.samples for s, _ in graded) / len(graded),
+        "usd": sum(s.usd for s, _ in graded),
+        "by_samples": [
+            {"samples": k, "steps": v[0], "accuracy": v[1] / v[0]} for k, v in sorted(by_samples.items())
+        ],
+    }
+
+
+def _samples_hist(steps: list[StepOutcome]) -> list[list[float]]:
+    counts = Counter(s.samples for s in steps)
+    return [[k, n] for k, n in sorted(counts.items())]

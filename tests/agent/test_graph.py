@@ -1,0 +1,112 @@
+"""The demo graph with scripted models: the controller's verdicts drive accept, switch, stop, ask."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from retryctl.agent import DemoState, build_demo_graph
+from retryctl.audit import DecisionLog, verify_log
+from retryctl.controller import LIMIT_NAMES, Budget
+from retryctl.models import Message, SamplingParams
+from retryctl.testing import ScriptedBackend, acapture_verdicts, capture_verdicts
+
+QUESTION: DemoState = {
+    "messages": [HumanMessage("Mia has 7 boxes of 8 crayons. She loses 5. How many are left?")]
+}
+CONFIG: RunnableConfig = {"configurable": {"thread_id": "t1", "run_id": "run-1"}}
+
+
+def model(answers: list[str], expression: str, *, confidence: float = 0.9) -> ScriptedBackend:
+    """A scripted model: its own answers in turn, and always ``expression`` when asked for one."""
+    turn = iter(answers * 10)
+
+    def reply(_messages: list[Message], params: SamplingParams) -> str:
+        if params.response_format is not None:
+            return json.dumps({"expression": expression})
+        return f"The answer is {next(turn)}."
+
+    item: Callable[[list[Message], SamplingParams], str] = reply
+    return ScriptedBackend([item], model="small", confidence=confidence, cycle=True)
+
+
+class TestBuildDemoGraph:
+    def test_agreeing_answers_are_accepted_from_the_model(self) -> None:
+        run = capture_verdicts(build_demo_graph(model=model(["51"], "1 + 1")), QUESTION, CONFIG)
+        assert run.actions == ["accept"]
+        result = run.output["result"]
+        assert (result["status"], result["answer"], result["served_by"]) == ("accepted", "51", "small")
+        assert set(result["usage"]) == set(LIMIT_NAMES) and result["usage"]["samples"] == 3
+        assert run.output["messages"][-1].content == "The answer is 51."
+
+    def test_disagreeing_answers_switch_to_the_calculator(self) -> None:
+        graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * 8 - 5"))
+        run = capture_verdicts(graph, QUESTION, CONFIG)
+        assert run.actions == ["switch", "accept"]
+        assert run.verdicts[0]["verdict"]["target"] == "calculator"
+        assert [v["target"] for v in run.verdicts] == ["small", "calculator"]
+        result = run.output["result"]
+        assert (result["status"], result["answer"], result["text"]) == ("accepted", "51", "7 * 8 - 5 = 51")
+        assert result["served_by"] == "calculator"
+
+    def test_a_spent_budget_stops_the_run(self) -> None:
+        graph = build_demo_graph(
+            model=model(["10", "15", "13", "2", "9"], "7 * 8 - 5"), budget=Budget(samples=4)
+        )
+        run = capture_verdicts(graph, QUESTION, CONFIG)
+        assert run.actions[-1] == "stop"
+        result = run.output["result"]
+        assert result["status"] == "stopped"
+        assert "samples" in result["reason"] and "spent" in result["reason"]
+        assert result["usage"]["samples"] <= 4
+
+    def test_without_a_person_ask_user_ends_the_run_as_needs_user(self) -> None:
+        # Every expression is refused, by the calculator and by python: nothing agrees anywhere.
+        graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * (8"))
+        run = capture_verdicts(graph, QUESTION, CONFIG)
+        assert run.actions == ["switch", "switch", "refine", "ask_user"]
+        assert [v["target"] for v in run.verdicts] == ["small", "calculator", "python", "python"]
+        assert not run.interrupted
+        assert run.output["result"]["status"] == "needs_user"
+
+    def test_an_interactive_run_pauses_and_takes_the_persons_answer(self) -> None:
+        graph = build_demo_graph(
+            model=model(["10", "15", "13", "2", "9"], "7 * (8"),
+            interactive=True,
+            checkpointer=InMemorySaver(),
+        )
+        paused = capture_verdicts(graph, QUESTION, CONFIG)
+        assert paused.interrupted and paused.actions[-1] == "ask_user"
+        done = capture_verdicts(graph, Command(resume={"action": "answer", "answer": "51"}), CONFIG)
+        result = done.output["result"]
+        assert (result["status"], result["answer"], result["served_by"]) == ("answered_by_user", "51", "user")
+
+    def test_every_verdict_and_a_summary_go_to_a_log_that_verifies(self, tmp_path: Path) -> None:
+        path = tmp_path / "demo.jsonl"
+        with DecisionLog(path) as log:
+            graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * 8 - 5"), log=log)
+            run = capture_verdicts(graph, QUESTION, CONFIG)
+        report = verify_log(path)
+        assert report.ok and report.records == len(run.verdicts) + 1
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [r["action"] for r in records[:-1]] == run.actions
+        summary = records[-1]
+        assert summary["kind"] == "summary" and summary["run_id"] == "run-1"
+        assert summary["final_answer"] == "51"
+        assert [h["action"] for h in summary["sampling_history"]] == ["switch", "accept"]
+
+    def test_the_async_path_reaches_the_same_verdicts(self) -> None:
+        # The batch runner drives the graph with ainvoke: the async twins must decide the same.
+        graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * 8 - 5"))
+        run = asyncio.run(acapture_verdicts(graph, QUESTION, CONFIG))
+        assert run.actions == ["switch", "accept"]
+        assert run.output["result"]["answer"] == "51"
+        state = asyncio.run(graph.ainvoke(QUESTION, CONFIG))
+        assert state["result"]["served_by"] == "calculator"

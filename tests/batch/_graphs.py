@@ -1,0 +1,90 @@
+"""Real LangGraph graphs for the batch tests, named with ``--graph tests.batch._graphs:<factory>``.
+
+Each is a parent graph ``gate → solve`` where ``solve`` is a real :class:`ControlledStep` over
+:class:`ScriptedBackend` models that answer from the question, so verdicts, budgets and results are
+the controller's own. The question's first word picks the behaviour:
+
+- ``add A B``: every sample says ``A + B``: accepted;
+- ``hard ...``: the samples disagree, so the step spends its whole samples budget and stops;
+- ``flaky ...``: the gate raises ``ConnectionError`` on the first try of each task (an
+  infrastructure failure outside the controller), then passes;
+- ``pair ...``: two such tasks must run at the same time (an ``asyncio.Barrier`` of 2), so a batch
+  with concurrency 1 cannot finish them;
+- ``hang ...``: with ``RETRYCTL_TEST_HANG=1`` the gate prints ``HANG <question>`` to stdout and blocks
+  for ever (a process to kill mid-batch); otherwise it is a hard question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+from typing import Any
+
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from retryctl.audit import DecisionLog
+from retryctl.controller import Budget, Policy
+from retryctl.nodes import ControlledStep, StepResult
+from retryctl.testing import ScriptedBackend
+
+_tries: dict[str, int] = {}
+_barriers: dict[str, asyncio.Barrier] = {}
+_counter = itertools.count()
+
+
+class State(MessagesState):
+    """The parent graph's state."""
+
+    result: StepResult | None
+
+
+def _question(messages: list[dict[str, Any]]) -> str:
+    users = [m for m in messages if m.get("role") == "user"]
+    return str(users[0]["content"]) if users else ""
+
+
+def _answer(messages: list[dict[str, Any]], _params: Any) -> str:
+    words = _question(messages).split()
+    if words and words[0] == "add":
+        return f"The answer is {int(words[1]) + int(words[2])}"
+    return f"The answer is {next(_counter)}"  # never the same twice: no agreement
+
+
+async def _gate(state: State) -> dict[str, Any]:
+    question = str(state["messages"][0].content)
+    kind = question.split(maxsplit=1)[0]
+    if kind == "flaky":
+        _tries[question] = _tries.get(question, 0) + 1
+        if _tries[question] == 1:
+            raise ConnectionError("calculation service unreachable")
+    elif kind == "pair":
+        barrier = _barriers.setdefault("pair", asyncio.Barrier(2))
+        await asyncio.wait_for(barrier.wait(), timeout=10)
+    elif kind == "hang" and os.environ.get("RETRYCTL_TEST_HANG") == "1":
+        print(f"HANG {question}", flush=True)
+        await asyncio.Event().wait()
+    return {}
+
+
+def build(log: DecisionLog | None = None) -> Any:
+    """The test graph, writing its verdicts to ``log`` when one is given."""
+    step = ControlledStep(
+        [ScriptedBackend([_answer], model="small", cycle=True)],
+        policy=Policy(min_samples=3, max_samples=3, max_refines=5, low_confidence=("refine",)),
+        budget=Budget(samples=6),
+        log=log,
+        step_id="solve",
+    )
+    graph = StateGraph(State)
+    graph.add_node("gate", _gate)
+    graph.add_node("solve", step.compile())
+    graph.add_edge(START, "gate")
+    graph.add_edge("gate", "solve")
+    graph.add_edge("solve", END)
+    return graph.compile()
+
+
+if __name__ == "__main__":  # pragma: no cover - a manual check
+    print(asyncio.run(build().ainvoke({"messages": [("user", sys.argv[1])]})))

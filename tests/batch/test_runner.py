@@ -1,0 +1,122 @@
+"""run_batch with real graphs: concurrency, infrastructure retries, the breaker pausing the batch."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retryctl.batch import BatchConfig, ResultsFile, Task, load_graph, read_results, run_batch
+from retryctl.exceptions import ConfigError
+from tests.batch import _graphs
+
+
+def _tasks(*questions: str) -> list[Task]:
+    return [Task(id=f"t{i}", question=q) for i, q in enumerate(questions)]
+
+
+def _run(graph: Any, tasks: list[Task], path: Path, **config: Any) -> Any:
+    results = ResultsFile(path)
+    try:
+        return asyncio.run(run_batch(graph, tasks, results, config=BatchConfig(retry_wait_s=0, **config)))
+    finally:
+        results.close()
+
+
+class Tracking:
+    """Wraps a graph and records how many ``ainvoke`` calls were in flight at once."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.now = 0
+        self.peak = 0
+
+    async def ainvoke(self, input: Any, config: Any = None) -> Any:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            await asyncio.sleep(0)  # yield so that other tasks can start
+            return await self.graph.ainvoke(input, config)
+        finally:
+            self.now -= 1
+
+
+class AlwaysDown:
+    """A graph whose infrastructure never answers."""
+
+    async def ainvoke(self, input: Any, config: Any = None) -> Any:
+        raise ConnectionError("model server refused the connection")
+
+
+class TestRunBatch:
+    def test_runs_tasks_concurrently_within_the_bound(self, tmp_path: Path) -> None:
+        _graphs._barriers.clear()  # a fresh barrier for this event loop
+        graph = Tracking(load_graph("tests.batch._graphs:build"))
+        tasks = _tasks("pair a", "pair b", "add 1 2", "add 2 2", "add 3 2")
+        outcome = _run(graph, tasks, tmp_path / "r.jsonl", concurrency=2, breaker_k=None)
+        # The two "pair" tasks wait for each other: they finish only if both ran at once.
+        assert {line["id"]: line["tries"] for line in outcome.lines} == {t.id: 1 for t in tasks}
+        assert graph.peak == 2
+        answers = {r["id"]: r["answer"] for r in read_results(tmp_path / "r.jsonl").results}
+        assert answers["t2"] == "3" and answers["t3"] == "4" and answers["t4"] == "5"
+
+    def test_infrastructure_failure_is_retried_per_task(self, tmp_path: Path) -> None:
+        graph = load_graph("tests.batch._graphs:build")
+        outcome = _run(graph, _tasks("flaky add 1 1", "add 5 5"), tmp_path / "r.jsonl")
+        by_id = {line["id"]: line for line in outcome.lines}
+        assert by_id["t0"]["tries"] == 2 and by_id["t0"]["status"] != "error"
+        assert by_id["t1"]["tries"] == 1 and by_id["t1"]["answer"] == "10"
+
+    def test_retries_give_up_with_an_error_line_after_backoff(self, tmp_path: Path) -> None:
+        waits: list[float] = []
+
+        async def asleep(seconds: float) -> None:
+            waits.append(seconds)
+
+        results = ResultsFile(tmp_path / "r.jsonl")
+        config = BatchConfig(retries=3, retry_wait_s=1.0)
+        outcome = asyncio.run(run_batch(AlwaysDown(), _tasks("q"), results, config=config, asleep=asleep))
+        results.close()
+        (line,) = outcome.lines
+        assert line["status"] == "error" and line["tries"] == 3
+        assert "ConnectionError: model server refused the connection" in line["error"]
+        assert waits == [1.0, 2.0]
+
+    def test_breaker_pauses_after_k_tasks_at_max_budget(self, tmp_path: Path) -> None:
+        graph = load_graph("tests.batch._graphs:build")
+        tasks = _tasks("hard 1", "add 1 1", "hard 2", "hard 3", "hard 4", "add 2 2", "add 3 3")
+        outcome = _run(graph, tasks, tmp_path / "r.jsonl", concurrency=1, breaker_k=3)
+        assert [line["id"] for line in outcome.lines] == ["t0", "t1", "t2", "t3", "t4"]
+        assert outcome.not_started == ["t5", "t6"]
+        assert outcome.paused is not None and "(t2, t3, t4)" in outcome.paused
+        assert all(line["at_max_budget"] for line in outcome.lines if line["id"] != "t1")
+
+
+class TestBatchConfig:
+    @pytest.mark.parametrize(
+        ("field", "value"), [("concurrency", 0), ("retries", 0), ("retry_wait_s", -1.0), ("breaker_k", 0)]
+    )
+    def test_bad_value_names_the_field(self, field: str, value: float) -> None:
+        with pytest.raises(ConfigError, match=field):
+            BatchConfig(**{field: value})  # type: ignore[arg-type]
+
+
+class TestLoadGraph:
+    @pytest.mark.parametrize(
+        ("spec", "problem"),
+        [
+            ("nocolon", "module:attr"),
+            ("no_such_module_xyz:g", "cannot import"),
+            ("tests.batch._graphs:nope", "no attribute"),
+            ("tests.batch._graphs:_tries", "no ainvoke"),
+        ],
+    )
+    def test_bad_spec_is_a_config_error(self, spec: str, problem: str) -> None:
+        with pytest.raises(ConfigError, match=problem):
+            load_graph(spec)
+
+    def test_factory_or_compiled_graph(self) -> None:
+        graph = load_graph("tests.batch._graphs:build")
+        assert hasattr(graph, "ainvoke")

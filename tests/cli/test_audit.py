@@ -1,0 +1,113 @@
+"""``retryctl audit`` on real logs: verification, the summary, --why, --diff, --json, --html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from retryctl.cli import app
+from tests.report._logs import QUESTIONS, graph_log
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return graph_log(tmp_path_factory.mktemp("audit") / "decisions.jsonl")
+
+
+def _audit(*args: str) -> Result:
+    return runner.invoke(app, ["audit", *args])
+
+
+def _tamper(src: Path, dst: Path, line: int) -> Path:
+    """Copy ``src`` with the action of line ``line`` (1-based) changed, the hash left as it was."""
+    lines = src.read_text().splitlines()
+    record = json.loads(lines[line - 1])
+    record["action"] = "stop" if record.get("action") != "stop" else "accept"
+    lines[line - 1] = json.dumps(record)
+    dst.write_text("\n".join(lines) + "\n")
+    return dst
+
+
+class TestAuditCommand:
+    def test_intact_log_exits_0_and_summarises(self, log: Path) -> None:
+        result = _audit(str(log))
+        assert result.exit_code == 0, result.output
+        assert "chain intact" in result.output
+        assert f"{len(QUESTIONS)} runs" in result.output
+        assert "Budget black holes" in result.output and "Cost by model and tool" in result.output
+
+    def test_tampered_log_names_the_broken_record_and_exits_1(self, log: Path, tmp_path: Path) -> None:
+        bad = _tamper(log, tmp_path / "bad.jsonl", line=3)
+        result = _audit(str(bad), "--json")
+        assert result.exit_code == 1
+        out = json.loads(result.stdout)
+        assert out["ok"] is False
+        error = out["verification"][0]["error"]
+        assert error["line"] == 3 and error["index"] == 2
+        assert "hash mismatch" in error["problem"]
+        text = _audit(str(bad))
+        assert text.exit_code == 1 and "BROKEN" in text.output and ":3" in text.output
+
+    def test_json_shape(self, log: Path) -> None:
+        result = _audit(str(log), "--json")
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert set(out) == {"verification", "ok", "summary"}
+        assert out["verification"][0]["records"] == len(log.read_text().splitlines())
+        assert set(out["summary"]) >= {
+            "overview",
+            "verdicts",
+            "stop_reasons",
+            "per_step",
+            "cost",
+            "black_holes",
+            "threshold_hints",
+            "accuracy",
+            "samples_hist",
+        }
+        assert out["summary"]["accuracy"]["graded"] == len(QUESTIONS)
+
+    def test_why_tells_one_run(self, log: Path) -> None:
+        result = _audit(str(log), "--why", "run-switch")
+        assert result.exit_code == 0, result.output
+        assert "Run run-switch" in result.output
+        assert "SWITCH" in result.output and "ACCEPT" in result.output
+        assert "run-easy" not in result.output
+        as_json = json.loads(_audit(str(log), "--why", "run-switch", "--json").stdout)
+        assert [e.get("action") for e in as_json["why"]["events"]] == ["switch", "accept", None]
+
+    def test_why_unknown_run_is_a_usage_error(self, log: Path) -> None:
+        result = _audit(str(log), "--why", "nope")
+        assert result.exit_code == 2
+        assert "no record of run 'nope'" in result.output
+
+    def test_diff_two_runs_in_a_log(self, log: Path) -> None:
+        out = json.loads(_audit(str(log), "--diff", "run-easy", "run-stuck", "--json").stdout)
+        assert out["diff"]["delta"]["avg_samples"] == 3
+
+    def test_diff_two_logs_compares_policies(self, tmp_path: Path) -> None:
+        three = graph_log(tmp_path / "sc3.jsonl", samples=3)
+        five = graph_log(tmp_path / "sc5.jsonl", samples=5)
+        result = _audit("--diff", str(three), str(five), "--json")
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert [v["path"] for v in out["verification"]] == [str(three), str(five)]
+        # Every step draws `samples` per attempt: 6 attempts in all under each policy.
+        assert out["diff"]["a"]["total_samples"] == 6 * 3 and out["diff"]["b"]["total_samples"] == 6 * 5
+        text = _audit("--diff", str(three), str(five))
+        assert "B − A" in text.output
+
+    def test_html_is_written(self, log: Path, tmp_path: Path) -> None:
+        page = tmp_path / "report.html"
+        result = _audit(str(log), "--html", str(page))
+        assert result.exit_code == 0, result.output
+        assert page.read_text().count('<svg class="chart"') == 4  # no per-token data in this log
+
+    def test_missing_log_is_a_usage_error(self, tmp_path: Path) -> None:
+        result = _audit(str(tmp_path / "absent.jsonl"))
+        assert result.exit_code == 2 and "no such log file" in result.output

@@ -1,0 +1,137 @@
+"""The HTML report: its panels, and that they render in headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from retryctl.audit import verify_log
+from retryctl.report import analyse, render_html, summarise
+from tests.report._logs import graph_log, verdict, write_verdicts
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _report(log: Path, out: Path) -> Path:
+    a = analyse([log])
+    out.write_text(render_html(a, summarise(a), [verify_log(log)]), encoding="utf-8")
+    return out
+
+
+def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """Decode an 8-bit RGB/RGBA PNG (what Chromium writes) into rows of raw pixels, by the PNG spec."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, channels = 8, b"", 0, 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and color in (2, 6)
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b = prev[i]
+            c = prev[i - channels] if i >= channels else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, channels, rows
+
+
+class TestRenderHtml:
+    def test_all_panels_present_with_gold_and_token_data(self, tmp_path: Path) -> None:
+        html = _report(
+            graph_log(tmp_path / "log.jsonl", token_logprobs=True), tmp_path / "r.html"
+        ).read_text()
+        for panel in (
+            "verification",
+            "confidence",
+            "samples",
+            "flow",
+            "accuracy",
+            "tokens",
+            "hints",
+            "black_holes",
+        ):
+            assert f'id="{panel}"' in html
+        assert html.count('<svg class="chart"') == 5
+        assert "<script" not in html and "http://" not in html.replace(
+            'xmlns="http://www.w3.org/2000/svg"', ""
+        )
+
+    def test_panels_needing_data_say_so_when_it_is_missing(self, tmp_path: Path) -> None:
+        log = write_verdicts(tmp_path / "log.jsonl", [("r", "q", verdict("accept", 0.9), "m")])
+        html = _report(log, tmp_path / "r.html").read_text()
+        assert 'id="accuracy"' not in html  # no gold answers
+        assert "No per-token data in these logs" in html
+        assert html.count('<svg class="chart"') == 3
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+class TestHtmlInChromium:
+    def _chromium(self, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+        assert CHROMIUM is not None
+        cmd = [CHROMIUM, *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args]
+        return subprocess.run(cmd, capture_output=True, timeout=120, check=True)
+
+    def test_dumped_dom_has_every_plot_with_marks(self, tmp_path: Path) -> None:
+        page = _report(graph_log(tmp_path / "log.jsonl", token_logprobs=True), tmp_path / "r.html")
+        dom = self._chromium(tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
+        charts = re.findall(r'<svg class="chart".*?</svg>', dom, flags=re.S)
+        assert len(charts) == 5
+        labels = [re.search(r'aria-label="([^"]+)"', c).group(1) for c in charts]  # type: ignore[union-attr]
+        assert labels[0].startswith("Fused confidence") and labels[3].startswith("Accuracy against cost")
+        assert all(re.search(r"<(rect|circle) class=\"(bar|cell|point)\"", c) for c in charts)
+
+    def test_screenshot_is_not_blank(self, tmp_path: Path) -> None:
+        page = _report(graph_log(tmp_path / "log.jsonl"), tmp_path / "r.html")
+        shot = tmp_path / "shot.png"
+        self._chromium(tmp_path, f"--screenshot={shot}", "--window-size=900,1400", page.as_uri())
+        width, channels, rows = _png_pixels(shot)
+        # The bars are drawn in #3b6fb6: find that blue (within antialiasing) in the rendered pixels.
+        blue = sum(
+            1
+            for row in rows
+            for x in range(0, width * channels, channels)
+            if abs(row[x] - 0x3B) < 8 and abs(row[x + 1] - 0x6F) < 8 and abs(row[x + 2] - 0xB6) < 8
+        )
+        distinct = {row[x : x + 3] for row in rows[::20] for x in range(0, width * channels, channels * 20)}
+        assert blue > 500
+        assert len(distinct) > 5
