@@ -86,6 +86,8 @@ class VerdictBody(_Body):
     answer: str | None = None
     """The best candidate's canonical answer, when there was one."""
     target: str | None = None
+    """The tool or model that acted in this attempt (the member of its equivalence group)."""
+    switch_to: str | None = None
     """For ``switch``: the tool or model switched to."""
     feedback: str | None = None
     """For ``refine``: the message given to the model."""
@@ -194,6 +196,7 @@ def verdict_fields(
     attempt: int,
     candidates_summary: Any,
     latency_ms: float,
+    target: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The body fields of a verdict record (without ``schema``, ``ts`` and the chain)."""
@@ -206,6 +209,7 @@ def verdict_fields(
         "run_id": run_id,
         "step_id": step_id,
         "attempt": attempt,
+        "target": target,
         "signals": ev["signals"],
         "weights": ev["weights"],
         "thresholds": ev["thresholds"],

@@ -129,9 +129,13 @@ class DecisionLog:
         attempt: int,
         candidates_summary: Any,
         latency_ms: float,
+        target: str | None = None,
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Append one verdict record; return it as written (with ``ts``, ``prev_hash``, ``hash``)."""
+        """Append one verdict record; return it as written (with ``ts``, ``prev_hash``, ``hash``).
+
+        ``target`` names the tool or model that acted; the verdict's ``switch_to`` where it goes next.
+        """
         fields = verdict_fields(
             verdict,
             run_id=run_id,
@@ -139,6 +143,7 @@ class DecisionLog:
             attempt=attempt,
             candidates_summary=candidates_summary,
             latency_ms=latency_ms,
+            target=target,
             extra=extra,
         )
         return self._emit("verdict", fields)

@@ -140,7 +140,7 @@ class _Builder:
     def switch_or_stop(self, why: str) -> Verdict:
         alternative = _next_alternative(self.obs, self.policy)
         if alternative is not None:
-            return self(Action.SWITCH, f"{why}; switching to {alternative!r}", target=alternative)
+            return self(Action.SWITCH, f"{why}; switching to {alternative!r}", switch_to=alternative)
         return self(Action.STOP, f"{why}; no alternative left to switch to")
 
 
@@ -181,7 +181,7 @@ def _on_low_confidence(make: _Builder, why: str, feedback: str) -> Verdict:
         if step == "switch":
             alternative = _next_alternative(obs, policy)
             if alternative is not None:
-                return make(Action.SWITCH, f"{why}; switching to {alternative!r}", target=alternative)
+                return make(Action.SWITCH, f"{why}; switching to {alternative!r}", switch_to=alternative)
         elif step == "refine":
             if obs.refines < policy.max_refines:
                 return make(

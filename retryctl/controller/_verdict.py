@@ -63,7 +63,7 @@ class Verdict(BaseModel):
     """Fused confidence in [0, 1] of the best candidate, when candidates exist."""
     answer: str | None = None
     """The best candidate's canonical answer, when there is one."""
-    target: str | None = None
+    switch_to: str | None = None
     """For ``switch``: the tool or model to switch to."""
     feedback: str | None = None
     """For ``refine``: the message for the model, naming the failed check and its evidence."""

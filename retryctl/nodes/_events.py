@@ -77,7 +77,7 @@ class Emitter:
                 attempt=attempt,
                 candidates_summary=candidates_summary,
                 latency_ms=latency_ms,
-                extra={"target": target} if target is not None else None,
+                target=target,
             )
         _write(event)
         return event

@@ -78,7 +78,7 @@ class StepRoutes:
             *control.get("tried", []),
             *([current] if current else []),
         ]
-        control["target"] = verdict.target
+        control["target"] = verdict.switch_to
         control["switches"] = control.get("switches", 0) + 1
         control["retries"] = 0
         return Command(update={"control": control}, goto="act")

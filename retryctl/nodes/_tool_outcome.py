@@ -30,7 +30,7 @@ class ToolOutcomes:
         """The final message for ``verdict``, or ``None`` to run another attempt (switch, extend)."""
         if verdict.action is Action.SWITCH:
             st.tried.append(st.target)
-            st.target = verdict.target or st.target
+            st.target = verdict.switch_to or st.target
             st.switches += 1
             st.retries = 0
             return None

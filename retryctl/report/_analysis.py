@@ -3,7 +3,7 @@
 A *step* is one ``(run_id, step_id)`` pair: a question of a run, or a tool call. Its verdicts arrive
 in file order. The ledger totals in ``budget.used`` are cumulative within a step, so the cost a
 verdict's attempt added is the difference from the step's previous verdict; that difference is
-charged to the attempt's target (``extra.target``: the model or tool the attempt ran on), which gives
+charged to the attempt's ``target`` (the model or tool the attempt ran on), which gives
 cost by model and tool. A step's outcome is its last verdict, completed by its summary record when
 the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold answer).
 
@@ -265,7 +265,7 @@ def _fold(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noqa: PL
             usd = used.get("usd", 0.0)
             step.limits = budget.get("limit") or step.limits
             extra = get("extra") or {}
-            target = extra.get("target") or "(none)"
+            target = get("target") or "(none)"
             d_samples = samples - step.samples
             d_usd = usd - step.usd
             if d_samples > 0:
@@ -281,7 +281,7 @@ def _fold(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noqa: PL
             summary = get("candidates_summary")
             if isinstance(summary, dict) and "tool" in summary:
                 out.tools.add(target)
-            if len(extra) > 1 or (extra and "target" not in extra):
+            if extra:
                 if "gold" in extra:
                     step.gold = str(extra["gold"])
                 _token_rows(out, f"{key[0]}/{key[1]} #{attempt}", extra)

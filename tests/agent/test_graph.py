@@ -50,7 +50,7 @@ class TestBuildDemoGraph:
         graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * 8 - 5"))
         run = capture_verdicts(graph, QUESTION, CONFIG)
         assert run.actions == ["switch", "accept"]
-        assert run.verdicts[0]["verdict"]["target"] == "calculator"
+        assert run.verdicts[0]["verdict"]["switch_to"] == "calculator"
         assert [v["target"] for v in run.verdicts] == ["small", "calculator"]
         result = run.output["result"]
         assert (result["status"], result["answer"], result["text"]) == ("accepted", "51", "7 * 8 - 5 = 51")

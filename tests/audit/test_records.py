@@ -34,6 +34,7 @@ VERDICT_SHAPE = {
     "confidence": float,
     "answer": str,
     "target": type(None),
+    "switch_to": type(None),
     "feedback": str,
     "retry_after_s": type(None),
     "signals": dict,

@@ -47,7 +47,7 @@ class TestDecideLowConfidence:
         obs = self._split(alternatives=("calculator", "python"), breakers={"calculator": "open"})
         verdict = decide(obs)
         assert verdict.action is Action.SWITCH
-        assert verdict.target == "python"
+        assert verdict.switch_to == "python"
         assert "0.40" in verdict.reason and "python" in verdict.reason
 
     def test_refines_with_feedback_when_no_alternative(self):
@@ -85,7 +85,7 @@ class TestDecideErrors:
     def test_transient_fault_past_max_retries_switches(self):
         obs = Observation(target="api", error=_transient(), retries=3, alternatives=("backup",))
         verdict = decide(obs)
-        assert verdict.action is Action.SWITCH and verdict.target == "backup"
+        assert verdict.action is Action.SWITCH and verdict.switch_to == "backup"
 
     def test_transient_fault_past_max_retries_without_alternative_stops(self):
         verdict = decide(Observation(target="api", error=_transient(), retries=3))
@@ -191,7 +191,7 @@ class TestDecideProperties:
         assert verdict == decide(obs)
         assert verdict.reason
         if verdict.action is Action.SWITCH:
-            assert verdict.target in alternatives and verdict.target not in open_keys
+            assert verdict.switch_to in alternatives and verdict.switch_to not in open_keys
         if verdict.action is Action.RETRY:
             assert retries < 3 and "t" not in open_keys
         if verdict.action is Action.REFINE:

@@ -125,7 +125,7 @@ class TestControlledStep:
         second = ScriptedBackend(["42"], model="b")
         out = run(ControlledStep([first, second], policy=Policy(**ONE)).compile(), user("q"))
         assert out.actions == ["switch", "accept"]
-        assert out.verdicts[0]["verdict"]["target"] == "b"
+        assert out.verdicts[0]["verdict"]["switch_to"] == "b"
         assert [v["target"] for v in out.verdicts] == ["a", "b"]
 
     def test_switch_skips_a_model_whose_breaker_is_open(self, run: Runner) -> None:

@@ -114,7 +114,7 @@ def write_verdicts(path: Path, rows: Sequence[tuple[str, str, Verdict, str | Non
                 attempt=n,
                 candidates_summary=None,
                 latency_ms=1.0,
-                extra={"target": target} if target else None,
+                target=target or None,
             )
     return path
 
