@@ -196,6 +196,15 @@ def _on_low_confidence(make: _Builder, why: str, feedback: str) -> Verdict:
     return make(Action.STOP, f"{why}; nothing left to try")
 
 
+def _distinct(value: float, threshold: float) -> tuple[str, str]:
+    """Both numbers with two decimals, or as many more as it takes for them not to print equal
+    (a reason must never read "confidence 0.80 < threshold 0.80")."""
+    digits = 2
+    while digits < 6 and value != threshold and f"{value:.{digits}f}" == f"{threshold:.{digits}f}":
+        digits += 1
+    return f"{value:.{digits}f}", f"{threshold:.{digits}f}"
+
+
 def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     """The verdict for one attempt of a step: pure and deterministic in ``obs`` and ``policy``."""
     policy = policy or Policy()
@@ -227,10 +236,11 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
         return _on_low_confidence(make, why, f"No usable answer was produced ({why}). Try again.")
 
     threshold = policy.accept_threshold
+    conf, limit = _distinct(fusion.confidence, threshold)
     if fusion.confidence >= threshold:
-        return make(Action.ACCEPT, f"confidence {fusion.confidence:.2f} >= threshold {threshold:.2f}")
+        return make(Action.ACCEPT, f"confidence {conf} >= threshold {limit}")
     parts = ", ".join(f"{k} {v:.2f}" for k, v in fusion.signals.items())
-    why = f"confidence {fusion.confidence:.2f} < threshold {threshold:.2f} ({parts})"
+    why = f"confidence {conf} < threshold {limit} ({parts})"
     if obs.error is not None:
         why = f"{why}; {obs.error.reason}"
     feedback = (

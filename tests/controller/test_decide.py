@@ -243,3 +243,14 @@ class TestDecideWithTheDefaultRule:
         tally = Tally.of(["7", "7", "7"], max_samples=3)
         verdict = decide(Observation(tally=tally, stop=policy.stopping_rule()(tally)), policy)
         assert verdict.action is Action.ACCEPT
+
+
+class TestDecideReasons:
+    def test_a_near_miss_never_prints_as_equal_to_the_threshold(self):
+        obs = Observation(tally=Tally.of(["a"]), stop=StopDecision(True, 0.7986, "x", "default"))
+        verdict = decide(obs, Policy(weights={"agreement": 1.0}, low_confidence=("stop",)))
+        assert "confidence 0.799 < threshold 0.800" in verdict.reason
+
+    def test_a_clear_margin_keeps_two_decimals(self):
+        verdict = decide(_agreeing())
+        assert "confidence 0.97 >= threshold 0.80" in verdict.reason
