@@ -8,7 +8,6 @@ import os
 import pty
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +38,6 @@ def run_demo(*args: str, cwd: Path, timeout: float = 240) -> subprocess.Complete
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-@pytest.fixture
-def fault_server() -> Iterator[FaultServer]:
-    server = FaultServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class TestDemoEmbedded:

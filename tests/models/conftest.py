@@ -15,21 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.models._fault_server import FaultServer
-
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 needs_llama = pytest.mark.skipif(
     not HAS_LLAMA, reason="llama_cpp is not importable: install the 'local' extra"
 )
-
-
-@pytest.fixture
-def fault_server() -> Iterator[FaultServer]:
-    server = FaultServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import ClassVar
 
 from retryctl.controller.stopping._base import StopDecision, StopRule, Tally
 from retryctl.controller.stopping._maths import beta_sf_half, dirichlet_leader_prob
@@ -42,23 +43,22 @@ def _no_samples(rule: str) -> StopDecision:
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class AdaptiveBeta(StopRule):
-    """Adaptive-Consistency's Beta test: stop when P(leader's share > runner-up's) >= threshold."""
+class _PosteriorRule(StopRule):
+    """Adaptive-Consistency's shape: stop when a posterior about the leader reaches ``threshold``."""
 
     threshold: float = 0.95
     """Posterior probability needed to stop (the paper's default 0.95)."""
     prior: float = 1.0
-    """Beta prior pseudo-count per side: 1 is the paper's uniform prior, 0.5 Jeffreys'."""
-    name: str = field(init=False, default="ac-beta", compare=False)
+    """Prior pseudo-count per outcome: 1 is the paper's uniform prior, 0.5 Jeffreys'."""
     order_free: bool = field(init=False, default=True, compare=False)
+    what: ClassVar[str] = "posterior"
 
     def __post_init__(self) -> None:
         check_probability("threshold", self.threshold)
         check_positive("prior", self.prior)
 
     def posterior(self, votes: Votes) -> float:
-        """P(p_lead > p_second) under Beta(first + prior, second + prior)."""
-        return beta_sf_half(votes.first + self.prior, votes.second + self.prior)
+        raise NotImplementedError
 
     def __call__(self, tally: Tally) -> StopDecision:
         votes = votes_of(tally)
@@ -67,29 +67,31 @@ class AdaptiveBeta(StopRule):
         if tally.n == 0:
             return _no_samples(self.name)
         prob = self.posterior(votes)
-        return _decide(
-            tally, votes, prob=prob, threshold=self.threshold, what="P(beats runner-up)", rule=self.name
-        )
+        return _decide(tally, votes, prob=prob, threshold=self.threshold, what=self.what, rule=self.name)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class AdaptiveDirichlet(StopRule):
+class AdaptiveBeta(_PosteriorRule):
+    """Adaptive-Consistency's Beta test: stop when P(leader's share > runner-up's) >= threshold."""
+
+    name: str = field(init=False, default="ac-beta", compare=False)
+    what: ClassVar[str] = "P(beats runner-up)"
+
+    def posterior(self, votes: Votes) -> float:
+        """P(p_lead > p_second) under Beta(first + prior, second + prior)."""
+        return beta_sf_half(votes.first + self.prior, votes.second + self.prior)
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class AdaptiveDirichlet(_PosteriorRule):
     """Adaptive-Consistency's Dirichlet test: stop when P(leader is the most likely outcome) >= threshold.
 
     Every outcome seen gets ``votes + prior``; with a single outcome, one unseen alternative with
     ``prior`` stands in for "something else", so one sample alone never proves anything.
     """
 
-    threshold: float = 0.95
-    """Posterior probability needed to stop."""
-    prior: float = 1.0
-    """Dirichlet pseudo-count per outcome (1 uniform, 0.5 Jeffreys)."""
     name: str = field(init=False, default="ac-dirichlet", compare=False)
-    order_free: bool = field(init=False, default=True, compare=False)
-
-    def __post_init__(self) -> None:
-        check_probability("threshold", self.threshold)
-        check_positive("prior", self.prior)
+    what: ClassVar[str] = "P(most likely)"
 
     def posterior(self, votes: Votes) -> float:
         """P(p_lead > p_j for all j) under Dirichlet(votes + prior)."""
@@ -97,17 +99,6 @@ class AdaptiveDirichlet(StopRule):
         if len(alphas) == 1:
             alphas.append(self.prior)
         return dirichlet_leader_prob(alphas)
-
-    def __call__(self, tally: Tally) -> StopDecision:
-        votes = votes_of(tally)
-        if tally.n >= tally.max_samples:
-            return cap_reached(tally, self.name, self.posterior(votes) if tally.n else 0.0)
-        if tally.n == 0:
-            return _no_samples(self.name)
-        prob = self.posterior(votes)
-        return _decide(
-            tally, votes, prob=prob, threshold=self.threshold, what="P(most likely)", rule=self.name
-        )
 
 
 @lru_cache(maxsize=65536)
