@@ -31,17 +31,16 @@ from retryctl.controller import normalise_number
 from retryctl.exceptions import ConfigError
 from retryctl.models import (
     Candidate,
-    LoopThread,
     Message,
     MessagesLike,
     ModelBackend,
     SamplingParams,
     normalise_messages,
+    sample_blocking,
 )
 
 __all__ = ["EXPRESSION_TOOLS", "AnswerBackend", "ExpressionTool", "ToolBackend", "ungrounded_numbers"]
 
-_LOOP = LoopThread()  # sync callers of async-only models share one private event loop
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _UNIT_CONSTANTS = frozenset({*(str(n) for n in range(13)), "24", "60", "100", "1000"})
 """Numbers an expression may use without the question saying them: small counts and unit factors."""
@@ -94,18 +93,6 @@ EXPRESSION_TOOLS: dict[str, ExpressionTool] = {
 """The built-in tools of the ``arithmetic`` group, by key."""
 
 
-async def _draw(model: ModelBackend, prompt: MessagesLike, params: SamplingParams, k: int) -> list[Candidate]:
-    return await model.sample(prompt, params, k=k)
-
-
-def _draw_sync(model: ModelBackend, prompt: MessagesLike, params: SamplingParams, k: int) -> list[Candidate]:
-    sample_sync = getattr(model, "sample_sync", None)
-    if callable(sample_sync):
-        drawn: list[Candidate] = sample_sync(prompt, params, k=k)
-        return drawn
-    return _LOOP.run(model.sample(prompt, params, k=k))
-
-
 class AnswerBackend:
     """The model answering in its own words, shown the ``The answer is N.`` format first.
 
@@ -129,13 +116,15 @@ class AnswerBackend:
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
         """``k`` answers of the model."""
-        return await _draw(self.model, answer_prompt(normalise_messages(messages)), self._params(params), k)
+        return await self.model.sample(answer_prompt(normalise_messages(messages)), self._params(params), k=k)
 
     def sample_sync(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
         """Blocking twin of :meth:`sample`."""
-        return _draw_sync(self.model, answer_prompt(normalise_messages(messages)), self._params(params), k)
+        return sample_blocking(
+            self.model, answer_prompt(normalise_messages(messages)), self._params(params), k=k
+        )
 
 
 class ToolBackend:
@@ -212,7 +201,7 @@ class ToolBackend:
     ) -> list[Candidate]:
         """``k`` expressions of the model, each evaluated by the tool."""
         asked = normalise_messages(messages)
-        drawn = await _draw(self.model, expression_prompt(asked), self._params(params), k)
+        drawn = await self.model.sample(expression_prompt(asked), self._params(params), k=k)
         return [await asyncio.to_thread(self.evaluate, c, asked) for c in drawn]
 
     def sample_sync(
@@ -220,5 +209,5 @@ class ToolBackend:
     ) -> list[Candidate]:
         """Blocking twin of :meth:`sample`."""
         asked = normalise_messages(messages)
-        drawn = _draw_sync(self.model, expression_prompt(asked), self._params(params), k)
+        drawn = sample_blocking(self.model, expression_prompt(asked), self._params(params), k=k)
         return [self.evaluate(c, asked) for c in drawn]

@@ -6,7 +6,7 @@ Every backend answers ``await backend.sample(messages, params, k=k) -> list[Cand
 can help.
 """
 
-from retryctl.models._base import BackendBase, LoopThread, ModelBackend
+from retryctl.models._base import BackendBase, LoopThread, ModelBackend, sample_blocking
 from retryctl.models._constraints import ConstraintPolicy
 from retryctl.models._embedded import EmbeddedBackend
 from retryctl.models._errors import (
@@ -84,5 +84,6 @@ __all__ = [
     "normalise_messages",
     "openai_style_kwargs",
     "random_order",
+    "sample_blocking",
     "stop_only_kwargs",
 ]

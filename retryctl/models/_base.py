@@ -17,7 +17,7 @@ from retryctl.exceptions import ConfigError
 from retryctl.models._messages import MessagesLike
 from retryctl.models._types import Candidate, SamplingParams
 
-__all__ = ["BackendBase", "LoopThread", "ModelBackend", "check_k"]
+__all__ = ["BackendBase", "LoopThread", "ModelBackend", "check_k", "sample_blocking"]
 
 T = TypeVar("T")
 
@@ -78,6 +78,21 @@ class LoopThread:
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
             loop.close()
+
+
+_SHARED_LOOP = LoopThread()  # sync callers of async-only backends share one private event loop
+
+
+def sample_blocking(
+    backend: ModelBackend, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+) -> list[Candidate]:
+    """Sample from any backend without an event loop: its ``sample_sync`` twin when it has one, else its
+    async ``sample`` on a private loop (a user's backend may implement only the protocol's method)."""
+    sample_sync = getattr(backend, "sample_sync", None)
+    if callable(sample_sync):
+        drawn: list[Candidate] = sample_sync(messages, params, k=k)
+        return drawn
+    return _SHARED_LOOP.run(backend.sample(messages, params, k=k))
 
 
 class BackendBase(ABC):

@@ -28,7 +28,7 @@ from retryctl.controller import (
 )
 from retryctl.controller import Usage as BudgetUsage
 from retryctl.exceptions import ConfigError
-from retryctl.models import Candidate, LoopThread, ModelBackend, SamplingParams
+from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
 from retryctl.models._messages import Message
 from retryctl.nodes._state import CandidateRecord
 
@@ -209,17 +209,6 @@ def sampling(
         k = min(schedule.batch, cap - len(answers))
 
 
-_LOOP = LoopThread()  # sync callers of async-only backends share one private event loop
-
-
-def _draw_sync(backend: ModelBackend, messages: Sequence[Message], req: DrawRequest) -> list[Candidate]:
-    sample_sync = getattr(backend, "sample_sync", None)
-    if callable(sample_sync):
-        result: list[Candidate] = sample_sync(messages, req.params, k=req.k)
-        return result
-    return _LOOP.run(backend.sample(messages, req.params, k=req.k))
-
-
 def run_sync(
     loop: Generator[DrawRequest, list[Candidate], SampleOutcome],
     backend: ModelBackend,
@@ -230,7 +219,7 @@ def run_sync(
         req = next(loop)
         while True:
             try:
-                drawn = _draw_sync(backend, messages, req)
+                drawn = sample_blocking(backend, messages, req.params, k=req.k)
             except Exception as exc:
                 req = loop.throw(exc)
                 continue

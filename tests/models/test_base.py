@@ -87,7 +87,7 @@ class TestExports:
                 "ReplayBackend", "ReplayExhausted", "RetrySettings", "SamplingParams", "ScriptItem",
                 "ScriptedBackend", "ScriptedCall", "TerminalBackendError", "TokenLogprob",
                 "ToolCall", "ToolSpec", "TransientBackendError", "Usage", "find_smollm2_gguf",
-                "load_bank", "normalise_messages", "openai_style_kwargs", "random_order",
+                "load_bank", "normalise_messages", "openai_style_kwargs", "random_order", "sample_blocking",
                 "stop_only_kwargs",
             ]
         )  # fmt: skip
@@ -100,3 +100,29 @@ class TestExports:
         code = "import sys, retryctl.models; print('llama_cpp' in sys.modules, 'numpy' in sys.modules)"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert out.stdout.split() == ["False", "False"]
+
+
+class TestSampleBlocking:
+    def test_uses_the_sync_twin_when_there_is_one(self):
+        from retryctl.models import ScriptedBackend, sample_blocking
+
+        backend = ScriptedBackend(["a", "b"])
+        assert [c.text for c in sample_blocking(backend, [{"role": "user", "content": "q"}], k=2)] == [
+            "a",
+            "b",
+        ]
+
+    def test_drives_an_async_only_backend_without_a_running_loop(self):
+        from retryctl.models import Candidate, sample_blocking
+
+        class AsyncOnly:
+            name = "async-only"
+
+            async def sample(self, messages, params=None, *, k=1):
+                return [Candidate(text=f"t{i}", model=self.name) for i in range(k)]
+
+        assert [c.text for c in sample_blocking(AsyncOnly(), [{"role": "user", "content": "q"}], k=3)] == [
+            "t0",
+            "t1",
+            "t2",
+        ]
