@@ -16,6 +16,7 @@ from retryctl.sandbox._launch import (
     release_uid,
     root_layout,
     running_as_root,
+    uid_switch,
 )
 from retryctl.sandbox._result import Tier
 from retryctl.sandbox._seccomp import SeccompUnsupported, base_filter
@@ -92,17 +93,12 @@ def _probe_bwrap() -> TierStatus:
     # As root, bwrap is started under a uid of its own (RLIMIT_NPROC does not bind root), so the
     # trial must use an unprivileged user namespace exactly as the real runs will.
     uid = allocate_uid() if running_as_root() else None
+    as_uid, ids = uid_switch(uid)
     try:
         done = subprocess.run(
-            [exe, *_BWRAP_CHECK, *root_layout(), PYTHON, "-I", "-S", "-c", "pass"],
-            capture_output=True,
-            timeout=10,
-            user=uid,
-            group=uid,
-            extra_groups=[] if uid is not None else None,
-            cwd="/",
-            check=False,
-        )
+            [*as_uid, exe, *_BWRAP_CHECK, *root_layout(), PYTHON, "-I", "-S", "-c", "pass"],
+            capture_output=True, timeout=10, cwd="/", check=False, **ids,
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return TierStatus(tier=Tier.BUBBLEWRAP, available=False, reason=f"bwrap failed to run: {exc}")
     finally:

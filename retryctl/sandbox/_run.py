@@ -31,6 +31,7 @@ from retryctl.sandbox._launch import (
     inside_program,
     release_uid,
     running_as_root,
+    uid_switch,
 )
 from retryctl.sandbox._probe import probe_tiers
 from retryctl.sandbox._result import ExecResult, SandboxLimits, Tier
@@ -163,12 +164,12 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
     wire = limits.as_wire()
     status_r, status_w = os.pipe()
     filter_fd = seccomp_pipe()
-    ids: dict[str, Any] = {}
     uid = allocate_uid() if running_as_root() else None
-    if uid is not None:
-        ids = {"user": uid, "group": uid, "extra_groups": []}
+    as_uid, ids = uid_switch(uid)
     info_r, info_w = os.pipe()
-    argv = bwrap_argv(mode="direct", seccomp_fd=filter_fd, work_bytes=int(wire["disk_bytes"]), info_fd=info_w)
+    argv = as_uid + bwrap_argv(
+        mode="direct", seccomp_fd=filter_fd, work_bytes=int(wire["disk_bytes"]), info_fd=info_w
+    )
     spec = marshal.dumps(
         {"code": code, "files": files, "limits": wire, "nproc_base": 2, "status_fd": status_w}, 4
     )

@@ -28,6 +28,7 @@ from retryctl.sandbox._launch import (
     python_argv,
     release_uid,
     running_as_root,
+    uid_switch,
 )
 from retryctl.sandbox._result import SandboxLimits, Tier
 from retryctl.sandbox._seccomp import base_filter, guard_filter
@@ -153,9 +154,7 @@ class WorkerProcess:
         if running_as_root():
             self.uid = allocate_uid()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
-        ids: dict[str, Any] = {}
-        if self.uid is not None:
-            ids = {"user": self.uid, "group": self.uid, "extra_groups": []}
+        as_uid, ids = uid_switch(self.uid)
         pass_fds: tuple[int, ...] = ()
         if self.tier is Tier.BUBBLEWRAP:
             root, cwd = "/work", "/"
@@ -172,7 +171,7 @@ class WorkerProcess:
             argv = python_argv("worker")
         try:
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                as_uid + argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                 env=dict(SANDBOX_ENV), cwd=cwd, pass_fds=pass_fds, start_new_session=True, **ids,
             )  # fmt: skip
         except OSError as exc:

@@ -92,6 +92,28 @@ class TestRunCode:
 
 
 class TestInsideProgram:
+    def test_cold_bubblewrap_job_path_loads_neither_os_nor_ctypes(self):
+        # Each costs milliseconds of a 15 ms budget (see _inside_job); the job may import them itself.
+        require_tier(Tier.BUBBLEWRAP)
+        res = run_code("import sys; print(sorted({'os', 'ctypes', '_ctypes', 'struct'} & set(sys.modules)))",
+                       tier=Tier.BUBBLEWRAP)  # fmt: skip
+        assert res.stdout == "[]\n", res
+
+    def test_the_job_environment_is_the_same_in_every_tier_and_entry_point(self, run: Runner):
+        from retryctl.sandbox._inside_job import JOB_ENV
+
+        res = run("import json, os; print(json.dumps(dict(os.environ)))\nprint(os.getcwd())")
+        env_line, cwd = res.stdout.splitlines()
+        import json
+
+        env = json.loads(env_line)
+        env.pop("PWD", None)  # bwrap's --chdir sets it; harmless
+        assert env == dict(JOB_ENV, HOME=cwd, TMPDIR=cwd)
+
+    def test_tracebacks_name_the_code_as_python_c_does(self, run: Runner):
+        res = run("x = 1\nraise ValueError(x)\n")
+        assert 'File "<string>", line 2, in <module>' in res.stderr and "raise ValueError(x)" in res.stderr
+
     def test_source_fallback_when_the_bytecode_differs(self, tier: Tier, monkeypatch: pytest.MonkeyPatch):
         from retryctl.sandbox import _launch
 
