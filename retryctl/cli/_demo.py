@@ -15,16 +15,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
 from rich.console import Console
 from rich.markup import escape
 from rich.prompt import Prompt
 
-from retryctl.agent import DEMO_QUESTION, build_demo_graph, demo_schedule
 from retryctl.audit import DecisionLog, verify_log
-from retryctl.nodes import VERDICT_EVENT
 
 __all__ = ["EXIT_CODES", "demo"]
 
@@ -75,6 +70,9 @@ class _View:
     """Follows one streamed run: prints each verdict as it arrives, keeps the final state."""
 
     def __init__(self, console: Console) -> None:
+        from retryctl.nodes import VERDICT_EVENT
+
+        self.verdict_event = VERDICT_EVENT
         self.console = console
         self.answers: list[Any] = []
         self.final: dict[str, Any] = {}
@@ -84,7 +82,7 @@ class _View:
         """Take one ``(namespace, mode, data)`` chunk of a ``subgraphs=True`` stream."""
         if not isinstance(data, dict):
             return
-        if mode == "custom" and data.get("type") == VERDICT_EVENT:
+        if mode == "custom" and data.get("type") == self.verdict_event:
             _show_verdict(self.console, data, self.answers)
         elif mode == "values" and not namespace:
             self.final = data
@@ -121,6 +119,9 @@ def _run(
     run_id: str,
     interactive: bool,
 ) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+    from langgraph.types import Command
+
     config: dict[str, Any] = {"configurable": {"thread_id": run_id, "run_id": run_id}}
     payload: Any = {"messages": [HumanMessage(question)]}
     while True:
@@ -199,6 +200,12 @@ def demo(
 
     The model's own answers are judged; when they disagree the controller switches to a tool of one
     equivalence group (calculator, then sandboxed python)."""
+    # LangGraph, LangChain and the agent are imported here, not at module level: every `retryctl`
+    # command loads this module, and they would add ~1.2 s to the start of `audit` and `bench`.
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from retryctl.agent import DEMO_QUESTION, build_demo_graph, demo_schedule
+
     console = Console(highlight=False, soft_wrap=True)
     if (base_url is None) != (model_name is None):
         typer.echo("error: --base-url and --model-name go together", err=True)

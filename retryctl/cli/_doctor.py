@@ -15,7 +15,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from retryctl.models import EmbeddedBackend, SamplingParams
 from retryctl.sandbox import probe_tiers, run_code
 
 __all__ = ["PACKAGES", "doctor"]
@@ -60,6 +59,9 @@ def _check_sandbox(console: Console) -> str | None:
 
 def _check_model(console: Console, threads: int | None) -> str | None:
     """Load the embedded model and generate a few tokens; return the problem, or ``None``."""
+    # openai and llama.cpp load only when doctor runs, not with every `retryctl` command.
+    from retryctl.models import EmbeddedBackend, SamplingParams
+
     backend = EmbeddedBackend(n_threads=threads, n_ctx=256)
     try:
         started = time.monotonic()

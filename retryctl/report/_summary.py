@@ -11,7 +11,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from retryctl.report._analysis import Analysis, StepOutcome, no_cyclic_gc
+from retryctl.report._analysis import Analysis, StepOutcome, answers_match, no_cyclic_gc
 
 __all__ = ["reason_shape", "summarise"]
 
@@ -71,33 +71,48 @@ def _overview(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
 def _stop_reasons(steps: list[StepOutcome]) -> list[dict[str, Any]]:
     shapes: Counter[str] = Counter()
     example: dict[str, str] = {}
+    shape_of: dict[str, str] = {}  # reasons repeat: blank each distinct one once
     for s in steps:
         if s.last_action in ("stop", "ask_user"):
-            shape = reason_shape(s.last_reason)
+            reason = s.last_reason
+            shape = shape_of.get(reason)
+            if shape is None:
+                shape = shape_of[reason] = reason_shape(reason)
             shapes[shape] += 1
-            example.setdefault(shape, s.last_reason)
+            if shape not in example:
+                example[shape] = reason
     return [{"reason": example[k], "shape": k, "steps": n} for k, n in shapes.most_common(_TOP)]
 
 
 def _per_step(steps: list[StepOutcome]) -> list[dict[str, Any]]:
-    groups: dict[str, list[StepOutcome]] = defaultdict(list)
+    # One pass, summing in step order (as sum() over each group would): runs, accepted, samples,
+    # max samples, attempts, verdicts, usd.
+    groups: dict[str, list[Any]] = {}
     for s in steps:
-        groups[s.step_id].append(s)
-    rows: list[dict[str, Any]] = []
-    for step_id, group in groups.items():
-        n = len(group)
-        rows.append(
-            {
-                "step_id": step_id,
-                "runs": n,
-                "accepted": sum(1 for s in group if s.accepted),
-                "avg_samples": sum(s.samples for s in group) / n,
-                "max_samples": max(s.samples for s in group),
-                "avg_attempts": sum(s.attempts for s in group) / n,
-                "avg_verdicts": sum(s.verdicts for s in group) / n,
-                "usd": sum(s.usd for s in group),
-            }
-        )
+        g = groups.get(s.step_id)
+        if g is None:
+            g = groups[s.step_id] = [0, 0, 0, s.samples, 0, 0, 0]
+        g[0] += 1
+        if s.last_action == "accept":
+            g[1] += 1
+        g[2] += s.samples
+        g[3] = max(g[3], s.samples)
+        g[4] += s.attempts
+        g[5] += s.verdicts
+        g[6] += s.usd
+    rows: list[dict[str, Any]] = [
+        {
+            "step_id": step_id,
+            "runs": n,
+            "accepted": accepted,
+            "avg_samples": samples / n,
+            "max_samples": top,
+            "avg_attempts": attempts / n,
+            "avg_verdicts": verdicts / n,
+            "usd": usd,
+        }
+        for step_id, (n, accepted, samples, top, attempts, verdicts, usd) in groups.items()
+    ]
     rows.sort(key=lambda r: (-r["usd"], -r["avg_samples"] * r["runs"], r["step_id"]))
     return rows[:50]
 
@@ -161,7 +176,7 @@ def _threshold_hints(steps: list[StepOutcome]) -> list[dict[str, Any]]:
     bands: dict[tuple[float, float, float], list[StepOutcome]] = defaultdict(list)
     for s in steps:
         t, c = s.threshold, s.last_confidence
-        if s.accepted or t is None or c is None or not (t - 2 * _HINT_WIDTH <= c < t):
+        if s.last_action == "accept" or t is None or c is None or not (t - 2 * _HINT_WIDTH <= c < t):
             continue
         low = round(t - _HINT_WIDTH, 4) if c >= t - _HINT_WIDTH else round(t - 2 * _HINT_WIDTH, 4)
         bands[(t, low, round(low + _HINT_WIDTH, 4))].append(s)
@@ -190,7 +205,7 @@ def _threshold_hints(steps: list[StepOutcome]) -> list[dict[str, Any]]:
 
 
 def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
-    graded = [(s, bool(s.correct)) for s in steps if s.gold is not None]
+    graded = _graded(steps)
     if not graded:
         return None
     right = sum(1 for _, ok in graded if ok)
@@ -211,6 +226,25 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
             {"samples": k, "steps": v[0], "accuracy": v[1] / v[0]} for k, v in sorted(by_samples.items())
         ],
     }
+
+
+def _graded(steps: list[StepOutcome]) -> list[tuple[StepOutcome, bool]]:
+    """``(step, correct)`` for each step with a gold answer (:attr:`StepOutcome.correct`, memoised)."""
+    memo: dict[tuple[str, str], bool] = {}  # answers and golds repeat across runs of one task set
+    graded = []
+    for s in steps:
+        gold = s.gold
+        if gold is None:
+            continue
+        answer = s.answer
+        if answer is None:
+            graded.append((s, False))
+            continue
+        ok = memo.get((answer, gold))
+        if ok is None:
+            ok = memo[(answer, gold)] = answers_match(answer, gold)
+        graded.append((s, ok))
+    return graded
 
 
 def _samples_hist(steps: list[StepOutcome]) -> list[list[float]]:
