@@ -52,6 +52,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/stopping_policies.py --bank $(BANK) --strata
 	$(BIN)/python bench/decide_overhead.py
 	$(BIN)/python bench/audit_verify.py
+	$(BIN)/python bench/audit_million.py --cli
 	$(BIN)/python bench/sandbox_latency.py
 	$(BIN)/python bench/embedded_tokens.py
 
