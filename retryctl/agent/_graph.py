@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer, Command
+from langgraph.types import Checkpointer
 from tenacity import wait_exponential
 
 from retryctl.agent._members import AnswerBackend, ToolBackend
@@ -26,7 +26,7 @@ from retryctl.audit import DecisionLog
 from retryctl.controller import LIMIT_NAMES, Budget, Clock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
-from retryctl.nodes import ControlledStep, SamplingSchedule, StepState, VerdictRecord, WaitRetryAfter
+from retryctl.nodes import ControlledStep, SamplingSchedule, VerdictRecord, WaitRetryAfter
 from retryctl.tools import ToolRegistry, default_registry
 
 __all__ = ["DemoResult", "DemoState", "build_demo_graph", "demo_budget", "demo_policy", "demo_schedule"]
@@ -88,26 +88,6 @@ def demo_budget() -> Budget:
 def demo_schedule(seed: int | None = 7) -> SamplingSchedule:
     """Temperature 0.7 for the model's own answers (so disagreement shows), seeded for reruns."""
     return SamplingSchedule(temperatures=(0.7,), seed=seed, max_tokens=40)
-
-
-class _DemoStep(ControlledStep):
-    """The controlled step, where a non-interactive run ends at ``ask_user`` instead of pausing.
-
-    An interactive run pauses with LangGraph's ``interrupt()`` (it needs a checkpointer). A run nobody
-    can answer ends with status ``needs_user``: the verdict is logged and streamed all the same.
-    """
-
-    def __init__(self, *args: Any, interactive: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.interactive = interactive
-
-    def _ask_user(self, state: StepState) -> Command[str]:
-        if self.interactive:
-            return super()._ask_user(state)
-        control = state["control"]
-        reason = str((control.get("last_verdict") or {}).get("reason", ""))
-        result = self._result(state, control, status="needs_user", reason=reason)
-        return Command(update={"result": result}, goto=END)
 
 
 def _model(
@@ -209,7 +189,7 @@ def build_demo_graph(
     tools = registry or default_registry()
     members: list[ModelBackend] = [AnswerBackend(backend)]
     members += [ToolBackend(backend, tools.get(key)) for key in tools.group(group)]
-    step = _DemoStep(
+    step = ControlledStep(
         members,
         interactive=interactive,
         policy=policy or demo_policy(),

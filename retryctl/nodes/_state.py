@@ -23,7 +23,7 @@ __all__ = [
     "append_or_reset",
 ]
 
-ResultStatus = Literal["accepted", "answered_by_user", "stopped"]
+ResultStatus = Literal["accepted", "answered_by_user", "stopped", "needs_user"]
 
 
 class CandidateRecord(TypedDict):
@@ -58,9 +58,10 @@ class StepResult(TypedDict):
     """How a step ended. A ``stopped`` step is a normal result, never an exception."""
 
     status: ResultStatus
-    """``accepted`` (the controller accepted a candidate), ``answered_by_user`` or ``stopped``."""
+    """``accepted`` (the controller accepted a candidate), ``answered_by_user``, ``stopped``, or
+    ``needs_user`` (the controller asked a person and the step is not interactive)."""
     answer: str | None
-    """The accepted (or the user's) canonical answer; for ``stopped``, the best answer so far."""
+    """The accepted (or the user's) canonical answer; otherwise the best answer so far."""
     text: str | None
     """The full text of that candidate (or the user's answer)."""
     confidence: float | None

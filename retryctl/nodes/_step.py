@@ -114,7 +114,9 @@ class ControlledStep(StepRoutes):
     ``models`` is the equivalence group, tried in order (``switch`` moves to the next one whose breaker
     is not open). ``budget`` limits the step; ``run_ledger`` (optional) is a run-wide ledger every draw
     is also reserved on. ``validators`` check the best candidate's text; ``verifier`` scores it in
-    [0, 1]. ``sleep``/``asleep`` and ``clock`` are injectable so tests never wait.
+    [0, 1]. ``sleep``/``asleep`` and ``clock`` are injectable so tests never wait. With
+    ``interactive=False`` (nobody can answer: a batch job, CI) an ``ask_user`` verdict ends the step with
+    status ``needs_user`` instead of pausing it with ``interrupt()``.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class ControlledStep(StepRoutes):
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         step_id: str = "step",
+        interactive: bool = True,
     ) -> None:
         group = [models] if isinstance(models, ModelBackend) else list(models)
         if not group:
@@ -159,6 +162,7 @@ class ControlledStep(StepRoutes):
         self.sleep = sleep
         self.asleep = asleep
         self.step_id = step_id
+        self.interactive = interactive
         self.emitter = Emitter(log)
 
     # -- building ---------------------------------------------------------------------------------

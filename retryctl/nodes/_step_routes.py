@@ -31,6 +31,7 @@ class StepRoutes:
     sleep: Callable[[float], None]
     asleep: Callable[[float], Awaitable[None]]
     step_id: str
+    interactive: bool
     emitter: Emitter
 
     def _result(self, state: StepState, control: ControlState, **fields: Any) -> StepResult:
@@ -108,6 +109,11 @@ class StepRoutes:
 
     def _ask_user(self, state: StepState) -> Command[str]:
         control: ControlState = {**state["control"]}
+        if not self.interactive:
+            # Nobody can answer (a batch job, CI): end the step instead of pausing it forever.
+            reason = str((control.get("last_verdict") or {}).get("reason", ""))
+            result = self._result(state, control, status="needs_user", reason=reason)
+            return Command(update={"result": result}, goto=END)
         verdict = Verdict.model_validate(control.get("last_verdict") or {})
         messages = normalise_messages(state["messages"])
         question = next((str(m["content"]) for m in reversed(messages) if m["role"] == "user"), "")

@@ -203,6 +203,14 @@ class TestAskUser:
         assert {o["action"] for o in payload["options"]} == {"accept", "answer", "extend", "stop"}
         assert payload["evidence"]["signals"]["agreement"] == pytest.approx(1 / 3)
 
+    def test_not_interactive_ends_with_needs_user_instead_of_pausing(self, run: Runner) -> None:
+        out = run(self.graph(interactive=False), user("which?"), cfg())
+        assert out.actions == ["ask_user"]
+        assert out.interrupts == []
+        result = out.output["result"]
+        assert result["status"] == "needs_user"
+        assert result["answer"] == "1" and "asking the user" in result["reason"]
+
     @pytest.mark.parametrize(
         ("reply", "status", "answer"),
         [
