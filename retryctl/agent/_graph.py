@@ -53,6 +53,8 @@ class DemoResult(TypedDict):
     ``user`` when a person gave the answer."""
     usage: dict[str, float]
     """What the run used, by budget limit name (every name of ``LIMIT_NAMES``)."""
+    limits: dict[str, float | None]
+    """The step's budget limits (with extensions the user granted); ``None`` where off."""
     attempts: int
     """Attempts made."""
 
@@ -124,6 +126,7 @@ def _finisher(
             if raw.get("status") == "answered_by_user"
             else (verdicts[-1]["target"] if verdicts else None),
             usage=usage,
+            limits=dict(raw.get("limits") or step.limits({})),
             attempts=int(raw.get("attempts", 0)),
         )
         if log is not None:
@@ -143,7 +146,7 @@ def _finisher(
                     for v in verdicts
                 ],
                 budget_used=usage,
-                budget_max=step.limits({}),
+                budget_max=result["limits"],
                 estimated_difficulty=1.0 - result["confidence"] if result["confidence"] is not None else None,
                 extra={"status": result["status"], "served_by": result["served_by"]},
             )

@@ -70,6 +70,8 @@ class StepResult(TypedDict):
     """Why the step ended, as the last verdict (or the user) said."""
     usage: dict[str, float]
     """What the step used, by budget limit name."""
+    limits: dict[str, float | None]
+    """The step's budget limits with any extension the user granted, by name; ``None`` where off."""
     attempts: int
     """Attempts made."""
 

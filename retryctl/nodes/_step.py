@@ -195,15 +195,6 @@ class ControlledStep(StepRoutes):
 
     # -- budget -----------------------------------------------------------------------------------
 
-    def limits(self, extra: dict[str, float]) -> dict[str, float | None]:
-        """The step's limits with the user's extensions added."""
-        limits = self.budget.limits()
-        for name, amount in extra.items():
-            current = limits.get(name)
-            if current is not None:
-                limits[name] = current + amount
-        return limits
-
     def _ledger(self, usage: dict[str, float], extra: dict[str, float], elapsed: float) -> StepLedger:
         # The ledger is rebuilt from the state on every attempt: the state is what a checkpointer
         # keeps, so a run resumed in another process continues with the same usage and time spent.

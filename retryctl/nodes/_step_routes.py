@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
-from retryctl.controller import Clock, Verdict
+from retryctl.controller import Budget, Clock, Verdict
 from retryctl.models._messages import normalise_messages
 from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
 from retryctl.nodes._events import Emitter
@@ -30,9 +30,19 @@ class StepRoutes:
     clock: Clock
     sleep: Callable[[float], None]
     asleep: Callable[[float], Awaitable[None]]
+    budget: Budget
     step_id: str
     interactive: bool
     emitter: Emitter
+
+    def limits(self, extra: dict[str, float]) -> dict[str, float | None]:
+        """The step's limits with the user's extensions added."""
+        limits = self.budget.limits()
+        for name, amount in extra.items():
+            current = limits.get(name)
+            if current is not None:
+                limits[name] = current + amount
+        return limits
 
     def _result(self, state: StepState, control: ControlState, **fields: Any) -> StepResult:
         verdict = control.get("last_verdict") or {}
@@ -44,6 +54,7 @@ class StepRoutes:
             confidence=verdict.get("confidence"),
             reason=str(verdict.get("reason", "")),
             usage=dict(state.get("usage", {})),
+            limits=self.limits(dict(control.get("extra_budget", {}))),
             attempts=control.get("attempt", 0),
         )
         return {**base, **fields}  # type: ignore[typeddict-item]

@@ -91,3 +91,21 @@ class TestSummariseResults:
         assert s["avg_samples"] == 6.0 and s["usd"] == pytest.approx(0.04)
         assert s["statuses"] == {"accepted": 2, "stopped": 1, "error": 1}
         assert s["errors"] == 1 and s["at_max_budget"] == 1
+
+
+class TestAtMaxBudgetFromAControlledStep:
+    def test_a_stopped_step_result_is_judged_by_its_limits_not_its_wording(self):
+        from langchain_core.messages import HumanMessage
+
+        from retryctl.controller import Budget, Policy
+        from retryctl.nodes import ControlledStep
+        from retryctl.testing import ScriptedBackend
+
+        backend = ScriptedBackend(["1", "2", "3", "4"], cycle=True)
+        policy = Policy(stopping="sc-2", min_samples=2, max_samples=2, low_confidence=("refine",))
+        step = ControlledStep(backend, policy=policy, budget=Budget(samples=4))
+        out = step.compile().invoke({"messages": [HumanMessage("q")]})
+        result = dict(out["result"])
+        assert result["status"] == "stopped" and result["limits"]["samples"] == 4
+        result["reason"] = "ended"  # no budget wording left: the limits alone must tell
+        assert at_max_budget(result)

@@ -275,6 +275,8 @@ class TestAskUser:
         assert out.actions == ["accept"]
         assert out.output["result"]["answer"] == "5"
         assert out.output["result"]["usage"]["samples"] == 6
+        # The result carries the limits in force, the user's extension included.
+        assert out.output["result"]["limits"]["samples"] == 6
 
 
 class TestSampling:
