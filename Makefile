@@ -4,12 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 BANK   ?= ../shared/banks/last_letters_gpt35.jsonl
 
-.PHONY: demo test lint bench clean system
+.PHONY: demo test lint bench clean system services services-stop
 
 # Debian packages: bubblewrap is the sandbox's first tier (without it the sandbox falls back to Landlock);
-# chromium renders the audit report in its test. Installed when missing and we are root (CI, containers);
-# otherwise we say what is missing and the tests that need it skip.
-SYSTEM_PACKAGES := bubblewrap chromium
+# chromium renders the audit report in its test; redis-server and postgresql serve the many-workers tests
+# (`make services` starts them). Installed when missing and we are root (CI, containers); otherwise we
+# say what is missing and the tests that need it skip (under CI=true they fail instead).
+SYSTEM_PACKAGES := bubblewrap chromium redis-server postgresql
 system:
 	@missing=""; \
 	for pkg in $(SYSTEM_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
@@ -18,6 +19,48 @@ system:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "note: missing Debian packages:$$missing (apt-get install$$missing); their tests skip"; fi; \
 	fi
+
+# Redis and PostgreSQL for the many-workers tests (docs/workers.md), on 127.0.0.1 and on ports of their
+# own, so an instance the Debian packages may have started on the default ports is left alone. Idempotent:
+# a server that answers is kept; when none does, PostgreSQL starts on a fresh cluster (test data only, and
+# no stale lock file of a killed server). PostgreSQL refuses to run as root: root runs it as postgres.
+# Trust authentication is safe only because it listens on 127.0.0.1 alone. The tests read the two URLs.
+REDIS_PORT    ?= 6390
+POSTGRES_PORT ?= 5490
+SERVICES_DIR  ?= /tmp/retryctl-services
+export RETRYCTL_REDIS_URL    ?= redis://127.0.0.1:$(REDIS_PORT)/0
+export RETRYCTL_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:$(POSTGRES_PORT)/postgres
+PG_BIN = $$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+PG_AS  = $$([ "$$(id -u)" = 0 ] && echo runuser -u postgres --)
+
+services: system
+	@mkdir -p $(SERVICES_DIR)
+	@if ! command -v redis-server >/dev/null; then echo "note: redis-server missing; the Redis tests skip"; \
+	elif redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null 2>&1; then :; \
+	else \
+	  redis-server --bind 127.0.0.1 --port $(REDIS_PORT) --daemonize yes --save '' --appendonly no \
+	    --dir $(SERVICES_DIR) --pidfile $(SERVICES_DIR)/redis.pid --logfile $(SERVICES_DIR)/redis.log; \
+	  for i in $$(seq 50); do redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null 2>&1 && break; sleep 0.1; done; \
+	  redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null || { cat $(SERVICES_DIR)/redis.log; exit 1; }; \
+	  echo "redis on 127.0.0.1:$(REDIS_PORT)"; \
+	fi
+	@pg=$(PG_BIN); as="$(PG_AS)"; data=$(SERVICES_DIR)/postgres; \
+	if [ -z "$$pg" ]; then echo "note: PostgreSQL missing; the Postgres tests skip"; \
+	elif $$pg/pg_isready -q -h 127.0.0.1 -p $(POSTGRES_PORT); then :; \
+	else \
+	  rm -rf $$data; \
+	  if [ -n "$$as" ]; then install -d -m 700 -o postgres -g postgres $$data; else install -d -m 700 $$data; fi; \
+	  $$as $$pg/initdb -D $$data -U postgres --auth=trust -E UTF8 \
+	    >$(SERVICES_DIR)/initdb.log || { cat $(SERVICES_DIR)/initdb.log; exit 1; }; \
+	  $$as $$pg/pg_ctl -D $$data -l $$data/server.log -w -t 60 \
+	    -o "-c listen_addresses=127.0.0.1 -p $(POSTGRES_PORT) -k $$data" start >/dev/null \
+	    || { cat $$data/server.log; exit 1; }; \
+	  echo "postgres on 127.0.0.1:$(POSTGRES_PORT)"; \
+	fi
+
+services-stop:
+	-@redis-cli -h 127.0.0.1 -p $(REDIS_PORT) shutdown nosave 2>/dev/null
+	-@pg=$(PG_BIN); [ -z "$$pg" ] || $(PG_AS) $$pg/pg_ctl -D $(SERVICES_DIR)/postgres -m fast stop
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,17 +87,12 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 # pytest exits 5 when it collected no test: that is a failure here, as is any other non-zero code.
-test: system lint
+test: system services lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Every benchmark figure the README quotes, printed in one run.
 bench: $(VENV)/.installed
-	$(BIN)/python bench/stopping_policies.py --bank $(BANK) --strata
-	$(BIN)/python bench/decide_overhead.py
-	$(BIN)/python bench/audit_verify.py
-	$(BIN)/python bench/audit_million.py --cli
-	$(BIN)/python bench/sandbox_latency.py
-	$(BIN)/python bench/embedded_tokens.py
+	$(BIN)/python bench/harness.py --bank $(BANK)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

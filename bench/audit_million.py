@@ -1,6 +1,6 @@
 """Time ``retryctl audit``'s work on a 1,000,000-record decision log: chain verification and analysis.
 
-    .venv/bin/python bench/audit_million.py [--records 1000000] [--dir /tmp] [--cli]
+    .venv/bin/python bench/audit_million.py [--records 1000000] [--dir /tmp] [--cli] [--json]
 
 The log is laid down with the writer's own line encoder (as ``bench/audit_verify.py`` does) over
 verdict bodies validated by the record models: runs of 20 questions, each question a sequence of
@@ -15,6 +15,7 @@ imports included).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -140,6 +141,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--dir", default=None, help="where to put the temporary log")
     parser.add_argument("--cli", action="store_true", help="also time the whole command in a new process")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = os.path.join(tmp, "million.jsonl")
@@ -170,6 +172,13 @@ def main() -> None:
             assert pending()[0].ok
 
         best_p, tp, _ = _best(side_by_side)
+        figures: dict[str, object] = {
+            "records": args.records,
+            "verify_s": round(best_v, 3),
+            "analyse_s": round(best_a, 3),
+            "summarise_s": round(best_s, 3),
+            "side_by_side_s": round(best_p, 3),
+        }
         verdict = "meets" if best_p <= 3.0 else "MISSES"
         print(
             f"verify in a worker process while analysing (as the command does): {best_p:.2f} s "
@@ -181,6 +190,10 @@ def main() -> None:
             done = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
             took = time.perf_counter() - start
             print(f"retryctl audit LOG --json (new process, exit {done.returncode}): {took:.2f} s")
+            figures["cli_s"] = round(took, 3)
+            figures["cli_exit"] = done.returncode
+        if args.json:
+            print(json.dumps(figures))
 
 
 if __name__ == "__main__":

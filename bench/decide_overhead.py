@@ -1,11 +1,12 @@
 """Print the cost of one ``decide`` call (the pure decision core), median of many, in microseconds.
 
-.venv/bin/python bench/decide_overhead.py [--calls 20000]
+.venv/bin/python bench/decide_overhead.py [--calls 20000] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
@@ -16,6 +17,7 @@ from retryctl.controller import Observation, Policy, Signal, Tally, decide
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     args = parser.parse_args()
     policy = Policy()
     rule = policy.stopping_rule()
@@ -43,6 +45,8 @@ def main() -> None:
         f"(target ≤ 500 µs); verdict: {decide(obs, policy)}"
     )
     assert math.isfinite(median_us)
+    if args.json:
+        print(json.dumps({"median_us": median_us, "calls": per_batch * 20, "target_us": 500.0}))
 
 
 if __name__ == "__main__":

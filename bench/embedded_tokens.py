@@ -6,13 +6,14 @@ them without ``logits_all=True``). Runs alternate so that machine load hits both
 reported. For context it also times llama-cpp-python's own logprobs path (``logits_all=True``).
 Target: the backend (with logprobs) reaches >= 90 % of raw.
 
-    .venv/bin/python bench/embedded_tokens.py [--tokens 128] [--runs 5] [--threads N]
+    .venv/bin/python bench/embedded_tokens.py [--tokens 128] [--runs 5] [--threads N] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import statistics
 import sys
 import time
@@ -58,6 +59,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     args = parser.parse_args()
 
     llama_cpp: Any = importlib.import_module("llama_cpp")
@@ -94,6 +96,9 @@ def main() -> int:
     print(f"raw llama-cpp-python, logits_all logprobs : {slow_rate:7.1f} tokens/s (median)")
     ratio = our_rate / raw_rate
     print(f"backend / raw: {ratio:.1%}  (target >= 90%: {'met' if ratio >= 0.9 else 'NOT met'})")
+    if args.json:
+        figures = {"raw_tps": raw_rate, "backend_tps": our_rate, "logits_all_tps": slow_rate, "ratio": ratio}
+        print(json.dumps({**figures, "target_ratio": 0.9, "runs": args.runs, "tokens": args.tokens}))
     return 0
 
 

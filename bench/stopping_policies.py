@@ -1,6 +1,7 @@
 """Print accuracy vs average samples for every built-in stopping policy on a bank (or synthetic ones).
 
     python bench/stopping_policies.py --bank ../shared/banks/last_letters_gpt35.jsonl [--strata] [--curve]
+                                      [--json]
     python bench/stopping_policies.py --synthetic      # generalisation: known answer distributions
 
 Figures are printed, never asserted: speed and accuracy targets live here, not in timed tests.
@@ -9,6 +10,7 @@ Figures are printed, never asserted: speed and accuracy targets live here, not i
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -66,6 +68,12 @@ def run_bank(args: argparse.Namespace, console: Console) -> None:
         f"max {args.max_samples} ({elapsed:.1f} s for {len(names)} policies)"
     )
     console.print(_table(title, results, strata_of(bank) if args.strata else None))
+    if args.json:
+        rows = [
+            {"policy": r.policy, "accuracy": r.accuracy(), "avg_samples": r.avg_samples()} for r in results
+        ]
+        summary = {"bank": str(args.bank), "questions": len(bank.questions), "orders": args.orders}
+        print(json.dumps({**summary, "seconds": elapsed, "policies": rows}))
     if args.curve:
         from retryctl.bench import curve_for
 
@@ -111,6 +119,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=300, help="questions per synthetic bank")
     parser.add_argument("--strata", action="store_true", help="split by difficulty stratum")
     parser.add_argument("--curve", action="store_true", help="sweep each policy's knob")
+    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     args = parser.parse_args()
     console = Console(width=200)
     if args.synthetic:

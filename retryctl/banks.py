@@ -5,8 +5,8 @@ A bank is JSON Lines, one question a line::
     {"id", "question", "gold", "samples": [{"text", "answer"?, "token_logprobs"?: [float]}]}
 
 ``id`` and ``gold`` may be strings or numbers, ``answer`` a string, a number or null. Blank lines are
-skipped. Any malformed line, a non-UTF-8 line or a repeated id raises
-:class:`~retryctl.exceptions.BankFormatError` naming the file and the 1-based line.
+skipped. Any malformed line, a non-UTF-8 line, a line longer than :data:`MAX_BANK_LINE_BYTES` or a
+repeated id raises :class:`~retryctl.exceptions.BankFormatError` naming the file and the 1-based line.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from typing import Any
 from retryctl.exceptions import BankFormatError
 
 __all__ = ["BankQuestion", "RecordedSample", "load_bank"]
+
+MAX_BANK_LINE_BYTES = 64 << 20
+"""A longer line is refused before it is read whole (real banks' lines are kilobytes: 40 samples with
+token logprobs stay far below this)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,12 @@ def load_bank(path: str | Path) -> list[BankQuestion]:
     questions: list[BankQuestion] = []
     seen: set[str] = set()
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while raw := handle.readline(MAX_BANK_LINE_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_BANK_LINE_BYTES:
+                problem = f"line longer than {MAX_BANK_LINE_BYTES} bytes"
+                raise BankFormatError(path=name, line=number, problem=problem)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -136,6 +145,10 @@ def load_bank(path: str | Path) -> list[BankQuestion]:
             except json.JSONDecodeError as exc:
                 problem = f"invalid JSON: {exc.msg} (column {exc.colno})"
                 raise BankFormatError(path=name, line=number, problem=problem) from None
+            except RecursionError:
+                raise BankFormatError(
+                    path=name, line=number, problem="invalid JSON: nested too deeply"
+                ) from None
             except ValueError as exc:
                 raise BankFormatError(path=name, line=number, problem=str(exc)) from None
             if question.id in seen:

@@ -61,6 +61,7 @@ CONTROLLER = {
     "Policy",
     "PredictiveMajority",
     "PriceTable",
+    "RedisBreakerStore",
     "Reservation",
     "SQLiteBreakerStore",
     "Signal",

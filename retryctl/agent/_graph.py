@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -27,6 +27,7 @@ from retryctl.controller import LIMIT_NAMES, Budget, Clock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
 from retryctl.nodes import ControlledStep, SamplingSchedule, VerdictRecord, WaitRetryAfter
+from retryctl.nodes._runnable import twin_node
 from retryctl.tools import ToolRegistry, default_registry
 
 __all__ = ["DemoResult", "DemoState", "build_demo_graph", "demo_budget", "demo_policy", "demo_schedule"]
@@ -208,7 +209,7 @@ def build_demo_graph(
     )
     graph = StateGraph(DemoState)
     graph.add_node("solve", step.compile())
-    graph.add_node("finish", RunnableLambda(_finisher(step, log), name="finish"))
+    graph.add_node("finish", twin_node(_finisher(step, log), name="finish"))
     graph.add_edge(START, "solve")
     graph.add_edge("solve", "finish")
     graph.add_edge("finish", END)

@@ -104,5 +104,16 @@ def _reject_constant(name: str) -> Any:
 
 
 def loads_strict(raw: bytes | str) -> Any:
-    """``json.loads`` that refuses ``NaN``/``Infinity``, which canonical JSON cannot carry."""
-    return json.loads(raw, parse_constant=_reject_constant)
+    """``json.loads`` that refuses ``NaN``/``Infinity``, which canonical JSON cannot carry.
+
+    Every problem is a ``ValueError``: bytes must be UTF-8 (``json.loads`` would guess UTF-16 from a
+    stray byte-order mark and report a UTF-16 error), and nesting too deep to parse says so.
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start + 1} of the line)") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply to parse") from None

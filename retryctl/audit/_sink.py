@@ -64,6 +64,8 @@ class ChainSink:
         self._pid = -1
         self._size = -1
         self._head = GENESIS_HASH
+        self.repaired_bytes = 0
+        """Torn bytes cut (each cut recorded by a ``repair`` record) since the sink was opened."""
         self._open()
         with self._lock, self._flocked():
             self._sync_tail()
@@ -198,6 +200,7 @@ class ChainSink:
                 "truncated_sha256": hashlib.sha256(torn).hexdigest(),
             }
         )
+        self.repaired_bytes += len(torn)
 
     def _rfind_newline(self, end: int) -> int:
         """Offset of the last ``\\n`` strictly before ``end``, or -1."""

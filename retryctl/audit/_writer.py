@@ -15,12 +15,14 @@ schema unnoticed.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
 import structlog
+from pydantic import ConfigDict, JsonValue, TypeAdapter
 from structlog.processors import EventRenamer, TimeStamper
 from structlog.typing import EventDict, Processor, WrappedLogger
 
@@ -37,11 +39,25 @@ from retryctl.exceptions import ConfigError
 __all__ = ["DecisionLog"]
 
 _PIPELINE_KINDS = ("verdict", "summary")
+_EXTRA_KEYS: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(
+    dict[str, JsonValue], config=ConfigDict(allow_inf_nan=False, title="record keys added by processors")
+)
 
 
 def _add_schema(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
     event_dict["schema"] = SCHEMA_VERSION
     return event_dict
+
+
+def _not_utf8(fields: dict[str, Any], exc: UnicodeEncodeError) -> ConfigError:
+    bad = exc.object[exc.start : exc.end]
+    problem = "holds a lone surrogate, which UTF-8 (the log's encoding) cannot carry"
+    for key, value in fields.items():
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            return ConfigError(field=key, value=bad, problem=problem)
+    return ConfigError(field="record", value=bad, problem=problem)  # a processor's key
 
 
 class _ClockStamper:
@@ -61,7 +77,12 @@ def _validate(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> tupl
     kind = event_dict.get("kind")
     if kind not in _PIPELINE_KINDS:
         raise ConfigError(field="kind", value=kind, problem="a processor changed the record kind")
-    body = BODY_MODELS[kind].model_validate(event_dict).model_dump(mode="json", by_alias=True)
+    model = BODY_MODELS[kind].model_validate(event_dict)
+    if model.model_extra:
+        # Keys a processor added are not typed by the model: check them as JSON here, so that an
+        # object() names its key (not a serialiser error) and NaN is refused, not written as null.
+        _EXTRA_KEYS.validate_python(model.model_extra)
+    body = model.model_dump(mode="json", by_alias=True)
     return ((body,), {})
 
 
@@ -114,6 +135,11 @@ class DecisionLog:
     def path(self) -> str:
         """The log file."""
         return self._sink.path
+
+    @property
+    def repaired_bytes(self) -> int:
+        """Torn bytes this log cut (``repair=True``), each cut recorded by a ``repair`` record; 0: none."""
+        return self._sink.repaired_bytes
 
     @property
     def head(self) -> str:
@@ -193,7 +219,12 @@ class DecisionLog:
         return f"DecisionLog({self.path!r}, {state})"
 
     def _emit(self, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-        written = self._log.msg(kind, **fields)
+        try:
+            written = self._log.msg(kind, **fields)
+        except UnicodeEncodeError as exc:
+            # A lone surrogate ("\ud800", e.g. from a JSON escape in a model's output) passes
+            # pydantic's str check but not the UTF-8 encoding; nothing was written. Name the field.
+            raise _not_utf8(fields, exc) from None
         if written is None:
             # structlog turns DropEvent into a silent no-op; an audit log must not lose a verdict.
             raise ConfigError(

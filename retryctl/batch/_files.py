@@ -1,7 +1,8 @@
 """The batch's two files: the task list it reads and the results file it appends to.
 
 Tasks are JSONL, one ``{"id", "question", "gold"?}`` object a line; blank lines are skipped and any
-other malformed line is a :class:`TaskFormatError` naming the file and line.
+other malformed line (not UTF-8, not JSON, longer than :data:`MAX_TASK_LINE_BYTES`, a wrong field) is a
+:class:`TaskFormatError` naming the file and line, as is a file without any task.
 
 Results are JSONL too, one object per finished task, each line written whole by one ``os.write`` on a
 descriptor opened with ``O_APPEND`` and ended by a newline. A crash can therefore leave at most one
@@ -12,6 +13,7 @@ cuts it before appending, so the task it belonged to simply runs again on ``--re
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +21,9 @@ from typing import Any
 from retryctl.exceptions import TaskFormatError
 
 __all__ = ["ResultsFile", "ResultsState", "Task", "TaskFormatError", "load_tasks", "read_results"]
+
+MAX_TASK_LINE_BYTES = 1 << 20
+"""A longer task line is refused (about 250k tokens: more than a model's context), and never read whole."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,33 +43,68 @@ def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
     name = os.fspath(path)
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    with open(name, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
+    with open(name, "rb") as f:
+        number = 0
+        # readline with a cap: an oversized line (or a binary file without newlines) is refused
+        # after reading one byte past the limit, not loaded whole.
+        while raw := f.readline(MAX_TASK_LINE_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_TASK_LINE_BYTES:
+                raise TaskFormatError(
+                    path=name, line=number, problem=f"line longer than {MAX_TASK_LINE_BYTES} bytes"
+                )
+            task = _task(name, number, raw)
+            if task is None:
                 continue
-
-            def bad(problem: str, number: int = number) -> TaskFormatError:
-                return TaskFormatError(path=name, line=number, problem=problem)
-
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise bad(f"not JSON: {exc}") from exc
-            if not isinstance(obj, dict):
-                raise bad("a task must be a JSON object with 'id' and 'question'")
-            task_id, question, gold = obj.get("id"), obj.get("question"), obj.get("gold")
-            if not isinstance(task_id, str | int) or isinstance(task_id, bool) or str(task_id) == "":
-                raise bad(f"'id' must be a non-empty string or an integer, got {task_id!r}")
-            if not isinstance(question, str) or not question.strip():
-                raise bad(f"'question' must be a non-empty string, got {question!r}")
-            if gold is not None and not isinstance(gold, str | int | float):
-                raise bad(f"'gold' must be a string or a number, got {gold!r}")
-            key = str(task_id)
-            if key in seen:
-                raise bad(f"duplicate id {key!r} (first on line {seen[key]})")
-            seen[key] = number
-            tasks.append(Task(id=key, question=question, gold=None if gold is None else str(gold)))
+            if task.id in seen:
+                problem = f"duplicate id {task.id!r} (first on line {seen[task.id]})"
+                raise TaskFormatError(path=name, line=number, problem=problem)
+            seen[task.id] = number
+            tasks.append(task)
+    if not tasks:
+        raise TaskFormatError(path=name, line=1, problem="the task file has no tasks")
     return tasks
+
+
+def _task(name: str, number: int, raw: bytes) -> Task | None:
+    """One line as a task (``None`` for a blank line)."""
+
+    def bad(problem: str) -> TaskFormatError:
+        return TaskFormatError(path=name, line=number, problem=problem)
+
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad(f"not UTF-8 text (byte {exc.start + 1})") from None
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        raise bad("not JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise bad(f"not JSON: {exc}") from None
+    if "\\u" in line:
+        # Only an escape can smuggle in a lone surrogate ("\\ud800"), which the UTF-8 results file
+        # could not hold: refuse it here rather than when the finished task is written.
+        try:
+            json.dumps(obj, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise bad("not valid Unicode: a lone surrogate escape such as \\ud800") from None
+    if not isinstance(obj, dict):
+        raise bad("a task must be a JSON object with 'id' and 'question'")
+    task_id, question, gold = obj.get("id"), obj.get("question"), obj.get("gold")
+    if not isinstance(task_id, str | int) or isinstance(task_id, bool) or str(task_id) == "":
+        raise bad(f"'id' must be a non-empty string or an integer, got {task_id!r}")
+    if not isinstance(question, str) or not question.strip():
+        raise bad(f"'question' must be a non-empty string, got {question!r}")
+    if gold is not None and (
+        isinstance(gold, bool)
+        or not isinstance(gold, str | int | float)
+        or (isinstance(gold, float) and not math.isfinite(gold))
+    ):
+        raise bad(f"'gold' must be a string or a finite number, got {gold!r}")
+    return Task(id=str(task_id), question=question, gold=None if gold is None else str(gold))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +140,7 @@ def read_results(path: str | os.PathLike[str]) -> ResultsState:
     for number, raw in enumerate(lines, start=1):
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             obj = None
         if not isinstance(obj, dict) or "id" not in obj:
             if number == len(lines) and not tail:

@@ -123,8 +123,12 @@ class BatchBreaker:
 
 
 def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Totals over result lines: status mix, accuracy (with gold), average samples, cost."""
-    rows = list(lines)
+    """Totals over result lines: status mix, accuracy (with gold), average samples, cost.
+
+    A task with several lines (an ``error`` line, then the line of the resumed run that finished it)
+    counts once, by its last line.
+    """
+    rows = list({str(r.get("id")): r for r in lines}.values())
     done = [r for r in rows if r.get("status") != "error"]
     graded = [r for r in done if "correct" in r]
     samples = [float(r.get("usage", {}).get("samples", 0.0)) for r in done]

@@ -1,13 +1,29 @@
 """Running a graph over tasks: bounded concurrency, per-task infrastructure retries, the batch breaker.
 
 Tasks start in file order while a semaphore has room (``concurrency``). Each runs
-``graph.ainvoke({"messages": [HumanMessage(question)]}, config)`` with the task id as ``run_id`` and
-thread id. The controller inside the graph turns model faults into verdicts, so an exception that
-escapes ``ainvoke`` is an infrastructure failure (a dead server, a crashed sandbox, a bug): tenacity
-retries the whole task up to ``retries`` times with exponential backoff, then its results line says
-``error`` and ``--resume`` will run it again. Every finished task is appended to the results file at
-once, so a crash loses nothing finished. When the batch breaker trips, no new task starts; tasks
-already running finish and are written, and :class:`BatchOutcome` says why the batch paused.
+``graph.ainvoke({"messages": [HumanMessage(question)]}, config)`` with the task id as
+``configurable.run_id`` and ``batch-<id>`` as ``configurable.thread_id``: both come from the id alone,
+so they are the same on every try, in every process and on every ``--resume``. The controller inside
+the graph turns model faults into verdicts, so an exception that escapes ``ainvoke`` is an
+infrastructure failure (a dead server, a crashed sandbox, a bug): tenacity tries the task again, up to
+``retries`` tries with exponential backoff, then its results line says ``error`` and ``--resume``
+will try it again.
+
+What "again" does depends on the graph. Without a checkpointer, every try (a retry, or the task's turn
+in a resumed batch) starts the graph afresh from the question. With one, the task's thread keeps its
+checkpoints, and because the config's ``run_id`` is the one LangGraph stored with the thread's last
+checkpoint, LangGraph takes the call as re-entry into that run: it ignores the input and continues
+from the last checkpoint. The step that failed or was cut off runs again (except tasks of it whose
+writes were already saved); earlier steps do not. A thread that had already ended (its result line
+lost in a crash) returns its final state without running anything. A compiled graph with a
+checkpointer is invoked with ``durability="sync"``, so each step's checkpoint is on disk before the
+next step starts: with LangGraph's default (``"async"``) a crash can lose the checkpoint of a step
+whose successor had already acted (a plan whose non-idempotent tool call then ran), and the resumed
+task would redo that step (plan again, under new tool-call ids the tool journal cannot recognise).
+
+Every finished task is appended to the results file at once, so a crash loses nothing finished. When
+the batch breaker trips, no new task starts; tasks already running finish and are written, and
+:class:`BatchOutcome` says why the batch paused.
 """
 
 from __future__ import annotations
@@ -15,10 +31,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import HumanMessage
 from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, wait_exponential
@@ -27,6 +44,9 @@ from retryctl.batch._files import ResultsFile, Task
 from retryctl.batch._outcome import BatchBreaker, error_line, result_line
 from retryctl.exceptions import ConfigError
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
 __all__ = ["DEFAULT_GRAPH", "BatchConfig", "BatchOutcome", "Invocable", "load_graph", "run_batch"]
 
 DEFAULT_GRAPH = "retryctl.agent:build_demo_graph"
@@ -34,19 +54,63 @@ DEFAULT_GRAPH = "retryctl.agent:build_demo_graph"
 
 
 class Invocable(Protocol):
-    """What the batch needs of a graph: LangGraph's ``ainvoke``."""
+    """What the batch needs of a graph: LangGraph's ``ainvoke``.
+
+    A compiled LangGraph graph with a checkpointer is called with ``durability="sync"`` too; any other
+    object only as below (a wrapper that checkpoints chooses its own durability).
+    """
 
     def ainvoke(self, input: Any, config: Any = None) -> Awaitable[Any]:
         """Run the graph once."""
         ...
 
 
-def load_graph(spec: str, **factory_kwargs: Any) -> Invocable:
-    """Import ``module:attr``: a compiled graph, or a factory returning one.
+def load_graph(
+    spec: str, *, checkpointer: BaseCheckpointSaver[Any] | None = None, **factory_kwargs: Any
+) -> Invocable:
+    """Import ``module:attr``: a compiled graph, an uncompiled ``StateGraph``, or a factory returning either.
 
     A factory is called with ``factory_kwargs`` (e.g. ``log=DecisionLog(...)``); passing any to a
-    compiled graph, or ones the factory does not take, is a :class:`ConfigError` naming them.
+    graph, or ones the factory does not take, is a :class:`ConfigError` naming them. An uncompiled
+    graph is compiled. ``checkpointer`` goes to a factory that takes a ``checkpointer`` keyword, else
+    to ``StateGraph.compile``; a graph that does not end up compiled with it (a compiled graph, a
+    factory that ignores it or compiles its own) is a :class:`ConfigError`: its tasks could not resume.
     """
+    # Imported here, not with the module: the CLI loads LangGraph only for the commands that use it.
+    from langgraph.graph import StateGraph
+
+    obj = _resolve(spec)
+    if not hasattr(obj, "ainvoke") and not isinstance(obj, StateGraph) and callable(obj):
+        kwargs = dict(factory_kwargs)
+        if checkpointer is not None and _takes(obj, "checkpointer"):
+            kwargs["checkpointer"] = checkpointer
+        _check_kwargs(spec, obj, kwargs)
+        obj = obj(**kwargs)
+    elif factory_kwargs:
+        names = ", ".join(sorted(factory_kwargs))
+        problem = f"a graph takes no options ({names}); name a factory"
+        raise ConfigError(field="graph", value=spec, problem=problem)
+    if isinstance(obj, StateGraph):
+        obj = obj.compile(checkpointer=checkpointer)
+    if not hasattr(obj, "ainvoke"):
+        raise ConfigError(
+            field="graph", value=spec, problem="neither a graph nor a factory returning one (no ainvoke)"
+        )
+    if checkpointer is not None and getattr(obj, "checkpointer", None) is not checkpointer:
+        raise ConfigError(
+            field="graph",
+            value=spec,
+            problem=(
+                "cannot take a checkpointer: name a factory with a 'checkpointer' parameter that "
+                "compiles the graph with it, or an uncompiled StateGraph"
+            ),
+        )
+    graph: Invocable = obj
+    return graph
+
+
+def _resolve(spec: str) -> Any:
+    """The object ``module:attr`` names."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(field="graph", value=spec, problem="expected 'module:attr'")
@@ -58,18 +122,16 @@ def load_graph(spec: str, **factory_kwargs: Any) -> Invocable:
         if not hasattr(obj, part):
             raise ConfigError(field="graph", value=spec, problem=f"{module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if not hasattr(obj, "ainvoke") and callable(obj):
-        _check_kwargs(spec, obj, factory_kwargs)
-        obj = obj(**factory_kwargs)
-    elif factory_kwargs:
-        names = ", ".join(sorted(factory_kwargs))
-        raise ConfigError(field="graph", value=spec, problem=f"a compiled graph takes no options ({names})")
-    if not hasattr(obj, "ainvoke"):
-        raise ConfigError(
-            field="graph", value=spec, problem="neither a graph nor a factory returning one (no ainvoke)"
-        )
-    graph: Invocable = obj
-    return graph
+    return obj
+
+
+def _takes(factory: Any, name: str) -> bool:
+    """Whether ``factory`` accepts the keyword ``name`` (``**kwargs`` counts)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _check_kwargs(spec: str, factory: Any, kwargs: dict[str, Any]) -> None:
@@ -102,6 +164,16 @@ class BatchConfig:
     """Pause after this many consecutive tasks ended at their maximum budget; ``None`` never pauses."""
 
     def __post_init__(self) -> None:
+        # Types first: a string from a config file would otherwise fail as "'<' not supported".
+        for name in ("concurrency", "retries", "breaker_k"):
+            value = getattr(self, name)
+            if (value is not None or name != "breaker_k") and (
+                isinstance(value, bool) or not isinstance(value, int)
+            ):
+                raise ConfigError(field=name, value=value, problem="must be an integer")
+        wait = self.retry_wait_s
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait):
+            raise ConfigError(field="retry_wait_s", value=wait, problem="must be a finite number of seconds")
         if self.concurrency < 1:
             raise ConfigError(field="concurrency", value=self.concurrency, problem="must be >= 1")
         if self.retries < 1:
@@ -136,13 +208,14 @@ async def run_batch(
 ) -> BatchOutcome:
     """Run ``graph`` on every task, appending each result to ``results`` as it finishes."""
     outcome = BatchOutcome()
+    invoke = _invoker(graph)
     breaker = BatchBreaker(config.breaker_k)
     gate = asyncio.Semaphore(config.concurrency)
     running: set[asyncio.Task[None]] = set()
 
     async def one(task: Task) -> None:
         try:
-            line = await _run_task(graph, task, config, asleep, clock)
+            line = await _run_task(invoke, task, config, asleep, clock)
             results.append(line)
             outcome.lines.append(line)
             if breaker.record(line) and outcome.paused is None:
@@ -166,8 +239,31 @@ async def run_batch(
     return outcome
 
 
+_Invoke = Callable[[Any, Any], Awaitable[Any]]
+
+
+def _invoker(graph: Invocable) -> _Invoke:
+    """``graph.ainvoke``; with ``durability="sync"`` for a compiled graph that has a checkpointer."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.pregel import Pregel
+
+    if not (isinstance(graph, Pregel) and isinstance(graph.checkpointer, BaseCheckpointSaver)):
+        return graph.ainvoke
+    pregel = graph
+
+    async def invoke(input: Any, config: Any) -> Any:
+        return await pregel.ainvoke(input, config, durability="sync")
+
+    return invoke
+
+
+def _task_config(task: Task) -> dict[str, Any]:
+    """The config a task runs with: its id as ``run_id``, ``batch-<id>`` as ``thread_id``."""
+    return {"configurable": {"thread_id": f"batch-{task.id}", "run_id": task.id}}
+
+
 async def _run_task(
-    graph: Invocable,
+    invoke: _Invoke,
     task: Task,
     config: BatchConfig,
     asleep: Callable[[float], Awaitable[None]],
@@ -183,12 +279,12 @@ async def _run_task(
         sleep=asleep,
     )
     inputs = {"messages": [HumanMessage(task.question)]}
-    run_config = {"configurable": {"thread_id": f"batch-{task.id}", "run_id": task.id}}
+    run_config = _task_config(task)
     try:
         async for attempt in retrying:
             with attempt:
                 tries += 1
-                state = await graph.ainvoke(inputs, run_config)
+                state = await invoke(inputs, run_config)
     except RetryError as exc:
         last = exc.last_attempt.exception()
         return error_line(task, last or exc, tries=tries, elapsed_s=clock() - start)

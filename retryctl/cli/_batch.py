@@ -10,6 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -22,6 +26,7 @@ from retryctl.audit import DecisionLog
 from retryctl.batch import (
     DEFAULT_GRAPH,
     BatchConfig,
+    BatchOutcome,
     Invocable,
     ResultsFile,
     Task,
@@ -32,7 +37,7 @@ from retryctl.batch import (
     run_batch,
     summarise_results,
 )
-from retryctl.exceptions import ConfigError
+from retryctl.exceptions import ConfigError, LogIntegrityError
 
 __all__ = ["batch"]
 
@@ -84,6 +89,10 @@ def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], 
         _fail(f"{tasks_path}: no such task file")
     except TaskFormatError as exc:
         _fail(str(exc))
+    except OSError as exc:  # a directory, no permission: say so in one line, not a traceback
+        _fail(f"{tasks_path}: cannot read the task file: {exc.strerror or exc}")
+    if out.is_dir():
+        _fail(f"{out}: --out is a directory; give the results file's path")
     if not resume and out.exists() and out.stat().st_size > 0:
         _fail(f"{out} already has results; pass --resume to continue it, or choose another --out")
     try:
@@ -93,22 +102,72 @@ def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], 
     return tasks, [t for t in tasks if t.id not in finished]
 
 
-def _graph(
-    spec: str, log: Path | None, *, base_url: str | None, model_name: str | None
-) -> tuple[Invocable, DecisionLog | None]:
-    """The graph to run (its factory given the options that were set) and the decision log opened for it."""
-    factory_kwargs: dict[str, Any] = {}
-    if base_url is not None or model_name is not None:
-        factory_kwargs.update(base_url=base_url, model_name=model_name)
-    decision_log = DecisionLog(log) if log is not None else None
-    if decision_log is not None:
-        factory_kwargs["log"] = decision_log
+def _check_checkpoints(path: Path | None, *, resume: bool) -> None:
+    """Refuse a directory, and earlier checkpoints without ``--resume``: their threads are named by task
+    id alone, so a new batch would find another batch's threads and take their state as its own."""
+    if path is None:
+        return
+    if path.is_dir():
+        _fail(f"{path}: --checkpoints is a directory; give the SQLite file's path")
+    if not resume and path.exists() and path.stat().st_size > 0:
+        _fail(
+            f"{path} already holds checkpoints; pass --resume to continue that batch, "
+            "or choose another --checkpoints"
+        )
+
+
+def _open_log(path: Path, console: Console, *, resume: bool) -> DecisionLog:
+    """The decision log, opened for appending.
+
+    On ``--resume`` a torn last line in the log (a write cut short by the crash being resumed from) is
+    cut, the cut is recorded in the log itself, and one line says so; otherwise it is an error naming
+    the line.
+    """
     try:
-        return load_graph(spec, **factory_kwargs), decision_log
-    except ConfigError as exc:
-        if decision_log is not None:
-            decision_log.close()
-        _fail(str(exc))
+        decision_log = DecisionLog(path, repair=resume)
+    except LogIntegrityError as exc:
+        torn = not resume and "torn tail" in exc.problem
+        hint = " (pass --resume to continue a crashed batch: a torn last line is then cut and recorded)"
+        _fail(f"decision log: {exc}{hint if torn else ''}")
+    if decision_log.repaired_bytes:
+        console.print(
+            f"[yellow]{path}: repaired a torn last line left by a crash: cut "
+            f"{decision_log.repaired_bytes} bytes and wrote a repair record saying so[/yellow]",
+            soft_wrap=True,
+        )
+    return decision_log
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GraphSpec:
+    """What to load, and with what."""
+
+    spec: str
+    factory_kwargs: dict[str, Any]
+    checkpoints: Path | None
+
+
+@asynccontextmanager
+async def _graph(graph: _GraphSpec) -> AsyncIterator[Invocable]:
+    """The graph, loaded inside the event loop; with ``--checkpoints`` on an ``AsyncSqliteSaver`` over
+    that file (it can only be made in a running loop), closed on the way out."""
+    async with AsyncExitStack() as stack:
+        checkpointer = None
+        if graph.checkpoints is not None:
+            # Imported here: the other commands never load the SQLite checkpointer.
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+            name = os.fspath(graph.checkpoints)
+            try:
+                checkpointer = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(name))
+                await checkpointer.setup()  # a file that is not SQLite fails here, not in every task
+            except sqlite3.Error as exc:
+                _fail(f"{name}: cannot use as --checkpoints: {exc}")
+        try:
+            loaded = load_graph(graph.spec, checkpointer=checkpointer, **graph.factory_kwargs)
+        except ConfigError as exc:
+            _fail(str(exc))
+        yield loaded
 
 
 def batch(
@@ -143,35 +202,37 @@ def batch(
     model_name: Annotated[
         str | None, typer.Option("--model-name", help="Model on that server (passed to the factory).")
     ] = None,
+    checkpoints: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoints",
+            help="SQLite file of LangGraph checkpoints (passed to the factory as checkpointer=): "
+            "a task run again continues its thread instead of starting over.",
+        ),
+    ] = None,
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
     tasks, pending = _pending(tasks_path, out, resume=resume)
+    _check_checkpoints(checkpoints, resume=resume)
     try:
         config = BatchConfig(
             concurrency=concurrency, retries=retries, retry_wait_s=retry_wait, breaker_k=breaker or None
         )
     except ConfigError as exc:
         _fail(str(exc))
-    graph, decision_log = (None, None)
-    if pending:
-        graph, decision_log = _graph(graph_spec, log, base_url=base_url, model_name=model_name)
-    results = ResultsFile(out)
-    if results.cut_bytes:
-        console.print(
-            f"[yellow]{out}: cut a torn last line ({results.cut_bytes} bytes) left by a crash; "
-            "its task runs again[/yellow]",
-            soft_wrap=True,
-        )
-    skipped = len(tasks) - len(pending)
-    if skipped:
-        console.print(f"resuming: {skipped} of {len(tasks)} tasks already finished in {out}", soft_wrap=True)
-    outcome = None
+    factory_kwargs: dict[str, Any] = {}
+    if base_url is not None or model_name is not None:
+        factory_kwargs.update(base_url=base_url, model_name=model_name)
+    decision_log = _open_log(log, console, resume=resume) if pending and log is not None else None
+    if decision_log is not None:
+        factory_kwargs["log"] = decision_log
+    graph = _GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
     try:
-        if graph is not None:
-            outcome = _run(graph, pending, results, config, console, done=skipped, total=len(tasks))
+        outcome = asyncio.run(
+            _session(graph, tasks=tasks, pending=pending, out=out, config=config, console=console)
+        )
     finally:
-        results.close()
         if decision_log is not None:
             decision_log.close()
     summary = summarise_results(read_results(out).results)
@@ -197,16 +258,46 @@ def batch(
         raise typer.Exit(_ERRORS_EXIT)
 
 
-def _run(
-    graph: Any,
-    pending: list[Any],
+async def _session(
+    graph_spec: _GraphSpec,
+    *,
+    tasks: list[Task],
+    pending: list[Task],
+    out: Path,
+    config: BatchConfig,
+    console: Console,
+) -> BatchOutcome | None:
+    """Load the graph (when a task is pending), open the results file, run the pending tasks."""
+    async with AsyncExitStack() as stack:
+        graph = await stack.enter_async_context(_graph(graph_spec)) if pending else None
+        results = ResultsFile(out)
+        stack.callback(results.close)
+        if results.cut_bytes:
+            console.print(
+                f"[yellow]{out}: cut a torn last line ({results.cut_bytes} bytes) left by a crash; "
+                "its task runs again[/yellow]",
+                soft_wrap=True,
+            )
+        skipped = len(tasks) - len(pending)
+        if skipped:
+            console.print(
+                f"resuming: {skipped} of {len(tasks)} tasks already finished in {out}", soft_wrap=True
+            )
+        if graph is None:
+            return None
+        return await _run(graph, pending, results, config, console, done=skipped, total=len(tasks))
+
+
+async def _run(
+    graph: Invocable,
+    pending: list[Task],
     results: ResultsFile,
     config: BatchConfig,
     console: Console,
     *,
     done: int,
     total: int,
-) -> Any:
+) -> BatchOutcome:
     # On a terminal a live bar; elsewhere (CI, a pipe) one line per finished task, which logs well.
     live = console.is_terminal
     progress = Progress(
@@ -229,4 +320,4 @@ def _run(
             console.print(f"[{counter[0]}/{total}] {text}", markup=False, highlight=False, soft_wrap=True)
 
     with progress:
-        return asyncio.run(run_batch(graph, pending, results, config=config, on_done=on_done))
+        return await run_batch(graph, pending, results, config=config, on_done=on_done)

@@ -5,6 +5,8 @@ Nothing in this package imports LangGraph or openai; every decision is a functio
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from retryctl.controller._breaker import Breaker, BreakerConfig
 from retryctl.controller._breaker_store import (
     BreakerRecord,
@@ -64,6 +66,9 @@ from retryctl.controller.stopping import (
     parse_policy,
 )
 
+if TYPE_CHECKING:
+    from retryctl.controller._breaker_store_redis import RedisBreakerStore
+
 __all__ = [
     "LIMIT_NAMES",
     "Action",
@@ -96,6 +101,7 @@ __all__ = [
     "Policy",
     "PredictiveMajority",
     "PriceTable",
+    "RedisBreakerStore",
     "Reservation",
     "SQLiteBreakerStore",
     "Signal",
@@ -132,3 +138,13 @@ __all__ = [
     "verify",
     "weakest_span",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # RedisBreakerStore needs the optional redis package: import it on first use, so that
+    # `import retryctl` works without it and the error names the extra to install.
+    if name == "RedisBreakerStore":
+        from retryctl.controller._breaker_store_redis import RedisBreakerStore
+
+        return RedisBreakerStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

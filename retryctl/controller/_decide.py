@@ -4,7 +4,8 @@ Nothing here does I/O, reads a clock or keeps state: LangGraph nodes, the CLI an
 :class:`Observation` and act on the :class:`Verdict`. The order of the checks is the policy:
 
 1. a spent budget ends the step (``stop``, or ``ask_user`` to extend it);
-2. an error is handled by its class: transient → ``retry`` (then ``switch``), validation → ``refine``
+2. an error is handled by its class: transient → ``retry`` (then ``switch``; also at once when its
+   ``Retry-After`` is longer than the wall-time budget left), validation → ``refine``
    (then ``switch``), terminal or an open breaker → ``switch``, else ``stop``;
 3. a failed validator → ``refine`` with feedback naming the check and its evidence;
 4. a fused confidence at or above the threshold → ``accept``;
@@ -144,6 +145,14 @@ class _Builder:
         return self(Action.STOP, f"{why}; no alternative left to switch to")
 
 
+def _wall_left(obs: Observation) -> float | None:
+    """Seconds left of the wall-time budget, ``None`` when wall time is not limited."""
+    limit = obs.budget_limit.get("wall_s")
+    if limit is None:
+        return None
+    return max(0.0, limit - obs.budget_used.get("wall_s", 0.0))
+
+
 def _on_error(make: _Builder, error: Classification) -> Verdict | None:
     obs, policy = make.obs, make.policy
     target = obs.target or "the call"
@@ -151,6 +160,16 @@ def _on_error(make: _Builder, error: Classification) -> Verdict | None:
     if breaker_open:
         return make.switch_or_stop(f"breaker of {target!r} is open")
     if error.error_class is ErrorClass.TRANSIENT:
+        left = _wall_left(obs)
+        if error.retry_after_s is not None and left is not None and error.retry_after_s >= left:
+            # Waiting would spend the rest of the wall-time budget and the retry would then be refused.
+            why = (
+                f"transient fault from {target!r} ({error.reason}) asks for a wait of "
+                f"{error.retry_after_s:g}s, but only {left:g}s of the wall_s budget is left"
+            )
+            if policy.on_budget_exhausted == "ask_user" and _next_alternative(obs, policy) is None:
+                return make(Action.ASK_USER, f"{why}; asking the user whether to extend it")
+            return make.switch_or_stop(why)
         if obs.retries < policy.max_retries:
             wait = f", retry after {error.retry_after_s:g}s" if error.retry_after_s is not None else ""
             return make(

@@ -41,6 +41,9 @@ _HTTPX_MODULES = ("httpx", "httpx2")
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _VALIDATION_STATUS = frozenset({400, 413, 422})
 _PERMANENT_5XX = frozenset({501, 505})
+_MAX_REASON = 1000
+"""Longest reason kept. An exception's message becomes a verdict's reason, the feedback a model reads and
+a decision-log line: a tool raising with megabytes of text must not copy them into all three."""
 
 
 class ErrorClass(StrEnum):
@@ -286,8 +289,14 @@ def _make(
     name = kind.__qualname__ if module in ("", "builtins") else f"{module}.{kind.__qualname__}"
     return Classification(
         error_class=error_class,
-        reason=reason,
+        reason=_clip(reason),
         retry_after_s=retry_after_s,
         status_code=status_code,
         exception_type=name,
     )
+
+
+def _clip(reason: str) -> str:
+    if len(reason) <= _MAX_REASON:
+        return reason
+    return f"{reason[:_MAX_REASON]}... [{len(reason) - _MAX_REASON} more characters]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -44,8 +45,8 @@ class Policy(BaseModel):
     @classmethod
     def _weights_are_valid(cls, weights: dict[str, float]) -> dict[str, float]:
         for name, weight in weights.items():
-            if not weight >= 0:  # also rejects NaN
-                raise ValueError(f"weight of {name!r} is {weight!r}; weights must be >= 0")
+            if not 0 <= weight < math.inf:  # also rejects NaN; an infinite weight fuses to NaN
+                raise ValueError(f"weight of {name!r} is {weight!r}; weights must be finite and >= 0")
         if not any(w > 0 for w in weights.values()):
             raise ValueError("at least one signal needs a positive weight")
         return weights

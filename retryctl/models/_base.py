@@ -8,16 +8,18 @@ a worker thread. Either way the twin is derived from the same core, never a copi
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from retryctl.exceptions import ConfigError
+from retryctl.models._errors import BackendTimeout
 from retryctl.models._messages import MessagesLike
 from retryctl.models._types import Candidate, SamplingParams
 
-__all__ = ["BackendBase", "LoopThread", "ModelBackend", "check_k", "sample_blocking"]
+__all__ = ["BackendBase", "LoopThread", "ModelBackend", "check_k", "sample_blocking", "sample_within"]
 
 T = TypeVar("T")
 
@@ -65,9 +67,18 @@ class LoopThread:
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` to completion on the private loop and return its result (or raise its error)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure()).result()
+    def run(self, coro: Coroutine[Any, Any, T], *, timeout_s: float | None = None, backend: str = "") -> T:
+        """Run ``coro`` to completion on the private loop and return its result (or raise its error).
+
+        With ``timeout_s``, a call still running then is cancelled and :class:`BackendTimeout` (naming
+        ``backend``) is raised instead.
+        """
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise _past_deadline(timeout_s, backend) from None
 
     def close(self) -> None:
         """Stop the loop and join its thread; a later :meth:`run` starts a new one."""
@@ -83,16 +94,56 @@ class LoopThread:
 _SHARED_LOOP = LoopThread()  # sync callers of async-only backends share one private event loop
 
 
+def _past_deadline(timeout_s: float | None, backend: str) -> BackendTimeout:
+    return BackendTimeout(f"no answer within the {timeout_s or 0:.3g} s of wall budget left", backend=backend)
+
+
 def sample_blocking(
-    backend: ModelBackend, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+    backend: ModelBackend,
+    messages: MessagesLike,
+    params: SamplingParams | None = None,
+    *,
+    k: int = 1,
+    timeout_s: float | None = None,
 ) -> list[Candidate]:
     """Sample from any backend without an event loop: its ``sample_sync`` twin when it has one, else its
-    async ``sample`` on a private loop (a user's backend may implement only the protocol's method)."""
+    async ``sample`` on a private loop (a user's backend may implement only the protocol's method).
+
+    ``timeout_s`` bounds the call (:class:`BackendTimeout` past it) wherever the call runs on an event
+    loop; a backend's own blocking ``sample_sync`` (the embedded model's decoding) cannot be cut short
+    and is bounded by its ``max_tokens`` instead.
+    """
+    if timeout_s is not None and isinstance(backend, BackendBase) and backend._async_core():
+        return backend._runner.run(
+            backend.sample(messages, params, k=k), timeout_s=timeout_s, backend=backend.name
+        )
     sample_sync = getattr(backend, "sample_sync", None)
     if callable(sample_sync):
         drawn: list[Candidate] = sample_sync(messages, params, k=k)
         return drawn
-    return _SHARED_LOOP.run(backend.sample(messages, params, k=k))
+    return _SHARED_LOOP.run(backend.sample(messages, params, k=k), timeout_s=timeout_s, backend=backend.name)
+
+
+async def sample_within(
+    backend: ModelBackend,
+    messages: MessagesLike,
+    params: SamplingParams | None = None,
+    *,
+    k: int = 1,
+    timeout_s: float | None = None,
+) -> list[Candidate]:
+    """``await backend.sample(...)``, cancelled with :class:`BackendTimeout` once ``timeout_s`` passes.
+
+    The controller passes the wall budget left, so that a backend's own transport retries (which may
+    honour a long ``Retry-After``) cannot carry a step past its time limit.
+    """
+    call: Awaitable[list[Candidate]] = backend.sample(messages, params, k=k)
+    if timeout_s is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except TimeoutError:
+        raise _past_deadline(timeout_s, backend.name) from None
 
 
 class BackendBase(ABC):
@@ -117,6 +168,11 @@ class BackendBase(ABC):
     ) -> list[Candidate]:
         """Blocking twin of :meth:`sample`."""
         return self._runner.run(self.sample(messages, params, k=k))
+
+    @classmethod
+    def _async_core(cls) -> bool:
+        """Whether the core is :meth:`sample` (the sync twin is the inherited one), so a call can be cut."""
+        return cls.sample_sync is BackendBase.sample_sync
 
     async def aclose(self) -> None:  # noqa: B027  (an optional hook: most backends hold nothing)
         """Release network clients and the like (nothing by default)."""

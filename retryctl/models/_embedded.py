@@ -112,10 +112,12 @@ class EmbeddedBackend(BackendBase):
         constraint: ConstraintPolicy | None = None,
     ) -> None:
         super().__init__()
-        if n_ctx < 64:
-            raise ConfigError(field="n_ctx", value=n_ctx, problem="must be >= 64")
-        if n_threads is not None and n_threads < 1:
-            raise ConfigError(field="n_threads", value=n_threads, problem="must be >= 1")
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 64:
+            raise ConfigError(field="n_ctx", value=n_ctx, problem="must be an integer >= 64")
+        if n_threads is not None and (
+            isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1
+        ):
+            raise ConfigError(field="n_threads", value=n_threads, problem="must be an integer >= 1")
         self._path = Path(model_path) if model_path is not None else None
         self._llm: Any = llama
         self.n_ctx = n_ctx

@@ -8,6 +8,7 @@ parallel single requests with distinct seeds.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import random
 import time
@@ -59,8 +60,12 @@ class OpenAIBackend(BackendBase):
         super().__init__()
         if not model:
             raise ConfigError(field="model", value=model, problem="must name the served model")
-        if timeout_s <= 0:
-            raise ConfigError(field="timeout_s", value=timeout_s, problem="must be > 0")
+        if (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not 0 < timeout_s < math.inf
+        ):
+            raise ConfigError(field="timeout_s", value=timeout_s, problem="must be a finite number > 0")
         if n_mode not in ("auto", "native", "parallel"):
             raise ConfigError(field="n_mode", value=n_mode, problem="must be auto|native|parallel")
         self.model = model

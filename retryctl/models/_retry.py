@@ -45,12 +45,13 @@ class RetrySettings:
     """Also retry bodies that are not a usable completion (a flaky proxy); off by default."""
 
     def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ConfigError(field="attempts", value=self.attempts, problem="must be >= 1")
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ConfigError(field="attempts", value=self.attempts, problem="must be an integer >= 1")
         for name in ("initial_wait_s", "max_wait_s", "max_retry_after_s"):
             value = getattr(self, name)
-            if value < 0:
-                raise ConfigError(field=name, value=value, problem="must be >= 0")
+            # ``not value >= 0`` also refuses NaN, which would make every backoff NaN.
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise ConfigError(field=name, value=value, problem="must be a number >= 0")
 
     def should_retry(self, exc: BaseException) -> bool:
         """Whether ``exc`` is worth another try under these settings."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from retryctl.controller import (
     Classification,
@@ -29,6 +29,7 @@ from retryctl.controller import (
 from retryctl.controller import Usage as BudgetUsage
 from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
+from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
 from retryctl.nodes._state import CandidateRecord
 
@@ -92,10 +93,11 @@ class SamplingSchedule:
 
 @dataclass(frozen=True)
 class DrawRequest:
-    """One call to make: ``k`` candidates with these parameters."""
+    """One call to make: ``k`` candidates with these parameters, within ``timeout_s`` (``None``: no limit)."""
 
     k: int
     params: SamplingParams
+    timeout_s: float | None = None
 
 
 @dataclass
@@ -182,6 +184,11 @@ def sampling(
                     out.notes.append(f"sampling ended early: {got}")
                 return out
             held.append(got)
+        # The call may take no longer than the wall budget left at any scope: a backend's own retries
+        # (waiting out a long Retry-After) must not carry the step past its time limit.
+        walls = [w for ledger in ledgers if (w := ledger.remaining().wall_s) is not None]
+        if walls:
+            req = replace(req, timeout_s=min(walls))
         try:
             drawn = yield req
         except Exception as exc:
@@ -219,7 +226,7 @@ def run_sync(
         req = next(loop)
         while True:
             try:
-                drawn = sample_blocking(backend, messages, req.params, k=req.k)
+                drawn = sample_blocking(backend, messages, req.params, k=req.k, timeout_s=req.timeout_s)
             except Exception as exc:
                 req = loop.throw(exc)
                 continue
@@ -239,7 +246,7 @@ async def run_async(
         req = next(loop)
         while True:
             try:
-                drawn = await backend.sample(messages, req.params, k=req.k)
+                drawn = await sample_within(backend, messages, req.params, k=req.k, timeout_s=req.timeout_s)
             except Exception as exc:
                 req = loop.throw(exc)
                 continue

@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command
@@ -62,6 +61,7 @@ from retryctl.nodes._observe import (
     stop_to,
     tally_of,
 )
+from retryctl.nodes._runnable import twin_node
 from retryctl.nodes._sampling import (
     SampleOutcome,
     SamplingSchedule,
@@ -140,9 +140,21 @@ class ControlledStep(StepRoutes):
         step_id: str = "step",
         interactive: bool = True,
     ) -> None:
-        group = [models] if isinstance(models, ModelBackend) else list(models)
+        # A str is iterable too: take it whole, so the error names "gpt", not its first letter.
+        group = [models] if isinstance(models, ModelBackend | str) else list(models)
         if not group:
             raise ConfigError(field="models", value=models, problem="needs at least one model backend")
+        # Checked here, where the field can be named, not at the first draw deep inside a graph run.
+        for i, member in enumerate(group):
+            if not isinstance(member, ModelBackend):
+                raise ConfigError(field=f"models[{i}]", value=member, problem="not a model backend")
+        for name, value, kind in (("policy", policy, Policy), ("budget", budget, Budget)):
+            if value is not None and not isinstance(value, kind):
+                want = kind.__name__
+                problem = f"must be a {want} (e.g. {want}(**the_dict)), not {type(value).__name__}"
+                raise ConfigError(field=name, value=value, problem=problem)
+        if not isinstance(step_id, str) or not step_id:
+            raise ConfigError(field="step_id", value=step_id, problem="must be a non-empty string")
         names = [m.name for m in group]
         if len(set(names)) != len(names):
             raise ConfigError(field="models", value=names, problem="model names must be unique")
@@ -183,7 +195,7 @@ class ControlledStep(StepRoutes):
             "stop": (self._stop, None, (END,)),
         }
         for name, (func, afunc, goes_to) in nodes.items():
-            g.add_node(name, RunnableLambda(func, afunc=afunc, name=name), destinations=goes_to)
+            g.add_node(name, twin_node(func, afunc, name=name), destinations=goes_to)
         g.add_edge(START, "begin")
         return g
 

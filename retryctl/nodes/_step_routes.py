@@ -6,6 +6,7 @@ for another attempt, or to ``END`` with a :class:`~retryctl.nodes.StepResult`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
-from retryctl.controller import Budget, Clock, Verdict
+from retryctl.controller import Budget, Clock, Ledger, Verdict
 from retryctl.models._messages import normalise_messages
 from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
 from retryctl.nodes._events import Emitter
@@ -31,6 +32,7 @@ class StepRoutes:
     sleep: Callable[[float], None]
     asleep: Callable[[float], Awaitable[None]]
     budget: Budget
+    run_ledger: Ledger | None
     step_id: str
     interactive: bool
     emitter: Emitter
@@ -102,7 +104,19 @@ class StepRoutes:
         wait = backoff_seconds(
             self.backoff, retry_number=control["retries"], retry_after_s=verdict.retry_after_s
         )
-        return control, wait
+        return control, min(wait, self._wall_left(control))
+
+    def _wall_left(self, control: ControlState) -> float:
+        # A backoff never sleeps past a wall-time limit (the step's or the run's): the next attempt is
+        # refused there, and the step stops within its budget instead of after it.
+        left = math.inf
+        limit = self.limits(dict(control.get("extra_budget", {}))).get("wall_s")
+        if limit is not None:
+            left = limit - control.get("elapsed_s", 0.0)
+        run_left = self.run_ledger.remaining().wall_s if self.run_ledger is not None else None
+        if run_left is not None:
+            left = min(left, run_left)
+        return max(0.0, left)
 
     def _retry(self, state: StepState) -> Command[str]:
         control, wait = self._retry_plan(state)

@@ -9,12 +9,15 @@ the result goes through the tool's validators; then the verdict: ``accept`` retu
 ``refine`` returns an error ``ToolMessage`` whose text names the failing check and its evidence (never a
 stack trace), ``switch`` runs the next tool of the same equivalence group whose breaker is not open,
 ``ask_user`` interrupts, ``stop`` returns an error ``ToolMessage`` saying so. Every message carries the
-verdict in ``artifact["retryctl"]``.
+verdict in ``artifact["retryctl"]``. With ``timeout_s``, a call that does not answer in time fails with a
+``TimeoutError`` (a transient fault) instead of holding the graph forever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,7 +28,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
-from tenacity import AsyncRetrying, Retrying
+from tenacity import AsyncRetrying, RetryCallState, Retrying
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker, Clock, Ledger, Policy, Reservation, StepLedger, Verdict
@@ -59,8 +62,18 @@ class ControlledToolNode(ToolNode):
     ``ledger`` is charged one ``attempts`` per call. ``journal`` keeps the results of non-idempotent
     tools (``tool.metadata["idempotent"] = False``) and finished calls across a resume; use a
     :class:`~retryctl.nodes.SQLiteToolJournal` when the run may resume in another process.
+    The journal knows a call by its thread and tool-call id, so a resumed run must replay the same
+    tool calls: the checkpoint of the step that wrote them must be stored before this node runs.
+    Non-idempotent tools therefore need ``durability="sync"`` (``graph.ainvoke(..., durability="sync")``;
+    ``retryctl batch`` passes it to a checkpointed graph). With LangGraph's default, ``"async"``, that
+    checkpoint may still be in flight while a tool runs; after a crash there the run starts that step
+    again, a model writes new call ids, and the tool runs a second time under them.
     ``result_key`` (optional) also writes each call's typed result to that state key. ``clock``,
     ``sleep`` and ``asleep`` are injectable so tests never wait.
+
+    ``timeout_s`` bounds each call (``None``: no bound). An async call that overruns is cancelled; a sync
+    one cannot be stopped (Python cannot kill a thread), so it is left to finish in a daemon thread and
+    its result is dropped: a non-idempotent sync tool that overruns may still complete its effect.
     """
 
     def __init__(
@@ -79,6 +92,7 @@ class ControlledToolNode(ToolNode):
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Clock = monotonic,
+        timeout_s: float | None = None,
         name: str = "tools",
         tags: list[str] | None = None,
         messages_key: str = "messages",
@@ -113,6 +127,9 @@ class ControlledToolNode(ToolNode):
         unknown = sorted(set(validators or {}) - set(self.tools_by_name))
         if unknown:
             raise ConfigError(field="validators", value=unknown, problem="names tools the node does not have")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ConfigError(field="timeout_s", value=timeout_s, problem="must be > 0, or None for no bound")
+        self.timeout_s = timeout_s
         self.backoff = backoff or WaitRetryAfter()
         self.sleep = sleep
         self.asleep = asleep
@@ -155,16 +172,31 @@ class ControlledToolNode(ToolNode):
     def _attempt(
         self, st: CallState, request: ToolCallRequest, execute: Callable[[ToolCallRequest], _Result]
     ) -> Verdict:
-        box: list[Verdict] = []
-        retrying = Retrying(
-            retry=self.controller.should_retry(st, box), wait=self.backoff, sleep=self.sleep, reraise=True
-        )
         try:
-            result: _Result = retrying(self._once, st, request, execute)
+            result: _Result = self._once(st, request, execute)
         except GraphBubbleUp:
             raise
-        except Exception:
-            return box[-1]
+        except BaseException as exc:
+            # Most calls succeed at once, and a tenacity loop costs more than a quick tool: it is
+            # built only after a failure, which it replays as its first attempt, so attempt numbers,
+            # waits and verdicts are exactly those of one loop from the start.
+            first = [exc]
+
+            def again() -> _Result:
+                if first:
+                    raise first.pop()
+                return self._once(st, request, execute)
+
+            box: list[Verdict] = []
+            retrying = Retrying(
+                retry=self.controller.should_retry(st, box), wait=self._wait, sleep=self.sleep, reraise=True
+            )
+            try:
+                result = retrying(again)
+            except GraphBubbleUp:
+                raise
+            except Exception:
+                return box[-1]
         return self.controller.on_success(st, result)
 
     def _once(
@@ -174,7 +206,7 @@ class ControlledToolNode(ToolNode):
         if isinstance(prepared, str):
             return self._replayed(st, prepared)
         try:
-            result = execute(prepared)
+            result = _within(self.timeout_s, execute, prepared)
         except BaseException:
             _release(reservation)
             raise
@@ -202,16 +234,31 @@ class ControlledToolNode(ToolNode):
         request: ToolCallRequest,
         execute: Callable[[ToolCallRequest], Awaitable[_Result]],
     ) -> Verdict:
-        box: list[Verdict] = []
-        retrying = AsyncRetrying(
-            retry=self.controller.should_retry(st, box), wait=self.backoff, sleep=self.asleep, reraise=True
-        )
         try:
-            result: _Result = await retrying(self._aonce, st, request, execute)
+            result: _Result = await self._aonce(st, request, execute)
         except GraphBubbleUp:
             raise
-        except Exception:
-            return box[-1]
+        except BaseException as exc:
+            first = [exc]  # as in _attempt: the loop starts by replaying the first failure
+
+            async def again() -> _Result:
+                if first:
+                    raise first.pop()
+                return await self._aonce(st, request, execute)
+
+            box: list[Verdict] = []
+            retrying = AsyncRetrying(
+                retry=self.controller.should_retry(st, box),
+                wait=self._wait,
+                sleep=self.asleep,
+                reraise=True,
+            )
+            try:
+                result = await retrying(again)
+            except GraphBubbleUp:
+                raise
+            except Exception:
+                return box[-1]
         return self.controller.on_success(st, result)
 
     async def _aonce(
@@ -224,13 +271,21 @@ class ControlledToolNode(ToolNode):
         if isinstance(prepared, str):
             return self._replayed(st, prepared)
         try:
-            result = await execute(prepared)
+            result = await _awithin(self.timeout_s, execute(prepared))
         except BaseException:
             _release(reservation)
             raise
         return self.controller.settle(st, reservation, result)
 
     # -- shared ------------------------------------------------------------------------------------
+
+    def _wait(self, retry_state: RetryCallState) -> float:
+        # A backoff never sleeps past the ledger's wall-time limit: the next attempt is refused there,
+        # and the call stops within its budget instead of after it.
+        wait = self.backoff(retry_state)
+        ledger = self.controller.ledger
+        left = ledger.remaining().wall_s if ledger is not None else None
+        return wait if left is None else min(wait, left)
 
     @staticmethod
     def _pending(st: CallState) -> Verdict | None:
@@ -247,3 +302,47 @@ class ControlledToolNode(ToolNode):
 def _release(reservation: Reservation | None) -> None:
     if reservation is not None and reservation.state == "open":
         reservation.release()
+
+
+def _overran(timeout_s: float) -> TimeoutError:
+    return TimeoutError(f"the tool did not answer within timeout_s={timeout_s:g}")
+
+
+def _within(
+    timeout_s: float | None, execute: Callable[[ToolCallRequest], _Result], request: ToolCallRequest
+) -> _Result:
+    """``execute(request)``, given up after ``timeout_s``: it runs in a daemon thread (with this
+    thread's context, which carries LangGraph's config) that is abandoned if it overruns."""
+    if timeout_s is None:
+        return execute(request)
+    context = contextvars.copy_context()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, context.run(execute, request)))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name="retryctl-tool-call", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not outcome:
+        raise _overran(timeout_s)
+    finished, value = outcome[0]
+    if not finished:
+        raise value
+    result: _Result = value
+    return result
+
+
+async def _awithin(timeout_s: float | None, call: Awaitable[_Result]) -> _Result:
+    """``await call``, cancelled after ``timeout_s``; a ``TimeoutError`` the tool raised itself passes."""
+    scope = asyncio.timeout(timeout_s)
+    try:
+        async with scope:
+            return await call
+    except TimeoutError as exc:
+        if scope.expired():
+            raise _overran(timeout_s or 0.0) from exc
+        raise

@@ -12,6 +12,14 @@ the controller's own. The question's first word picks the behaviour:
   with concurrency 1 cannot finish them;
 - ``hang ...``: with ``RETRYCTL_TEST_HANG=1`` the gate prints ``HANG <question>`` to stdout and blocks
   for ever (a process to kill mid-batch); otherwise it is a hard question.
+
+For checkpointing, a graph ``plan → act`` without a controller (:func:`plan_act`, which takes a
+``checkpointer``; :func:`plan_act_builder` and :data:`PLAN_ACT`, uncompiled; :data:`PLAN_ACT_COMPILED`,
+compiled without one): ``plan`` writes a fresh random plan id, as a model would; ``act`` fails with
+``ConnectionError`` on its first N runs for a question ``fail N ...`` and answers with the plan id.
+:data:`plans` and :data:`acts` count the runs per question. Given the checkpointer, ``act`` also says
+whether ``plan``'s checkpoint was stored before it ran (``reason``: ``plan stored`` or ``plan not
+stored``).
 """
 
 from __future__ import annotations
@@ -20,9 +28,15 @@ import asyncio
 import itertools
 import os
 import sys
+import uuid
+from collections import Counter
 from typing import Any
 
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Budget, Policy
@@ -32,6 +46,10 @@ from retryctl.testing import ScriptedBackend
 _tries: dict[str, int] = {}
 _barriers: dict[str, asyncio.Barrier] = {}
 _counter = itertools.count()
+plans: Counter[str] = Counter()
+"""Runs of ``plan`` per question."""
+acts: Counter[str] = Counter()
+"""Runs of ``act`` per question."""
 
 
 class State(MessagesState):
@@ -84,6 +102,59 @@ def build(log: DecisionLog | None = None) -> Any:
     graph.add_edge("gate", "solve")
     graph.add_edge("solve", END)
     return graph.compile()
+
+
+class PlanState(MessagesState):
+    """The plan/act graph's state."""
+
+    result: dict[str, Any] | None
+
+
+def _plan(state: PlanState) -> dict[str, Any]:
+    plans[str(state["messages"][0].content)] += 1
+    return {"messages": [AIMessage(f"plan-{uuid.uuid4().hex[:12]}")]}
+
+
+def plan_act_builder(checkpointer: BaseCheckpointSaver[Any] | None = None) -> StateGraph[PlanState]:
+    """The uncompiled plan/act graph (``checkpointer`` only lets ``act`` look at what is stored)."""
+
+    async def act(state: PlanState, config: RunnableConfig) -> dict[str, Any]:
+        question = str(state["messages"][0].content)
+        acts[question] += 1
+        words = question.split()
+        if words[0] == "fail" and acts[question] <= int(words[1]):
+            raise ConnectionError("tool service unreachable")
+        plan = str(state["messages"][-1].content)
+        stored = None
+        if checkpointer is not None:
+            thread: RunnableConfig = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
+            saved = await checkpointer.aget_tuple(thread)
+            messages = saved.checkpoint["channel_values"].get("messages", []) if saved else []
+            stored = any(m.content == plan for m in messages)
+        reason = {None: "", True: "plan stored", False: "plan not stored"}[stored]
+        result = {"status": "accepted", "answer": plan, "confidence": 1.0, "reason": reason, "usage": {}}
+        return {"result": result}
+
+    graph = StateGraph(PlanState)
+    graph.add_node("plan", _plan)
+    graph.add_node("act", act)
+    graph.add_edge(START, "plan")
+    graph.add_edge("plan", "act")
+    graph.add_edge("act", END)
+    return graph
+
+
+def plan_act(
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+) -> CompiledStateGraph[PlanState, None, PlanState, PlanState]:
+    """The plan/act graph compiled with ``checkpointer``."""
+    return plan_act_builder(checkpointer).compile(checkpointer=checkpointer)
+
+
+PLAN_ACT = plan_act_builder()
+"""The plan/act graph, uncompiled."""
+PLAN_ACT_COMPILED = plan_act()
+"""The plan/act graph, compiled without a checkpointer."""
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual check

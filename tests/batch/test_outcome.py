@@ -92,6 +92,17 @@ class TestSummariseResults:
         assert s["statuses"] == {"accepted": 2, "stopped": 1, "error": 1}
         assert s["errors"] == 1 and s["at_max_budget"] == 1
 
+    def test_a_task_run_again_counts_once_by_its_last_line(self) -> None:
+        lines: list[dict[str, object]] = [
+            {"id": "a", "status": "error", "error": "boom"},
+            {"id": "b", "status": "error", "error": "boom"},
+            {"id": "a", "status": "accepted", "usage": {"samples": 3}},
+            {"id": "b", "status": "error", "error": "boom again"},
+        ]
+        s = summarise_results(lines)
+        assert s["tasks"] == 2 and s["finished"] == 1 and s["errors"] == 1
+        assert s["statuses"] == {"accepted": 1, "error": 1}
+
 
 class TestAtMaxBudgetFromAControlledStep:
     def test_a_stopped_step_result_is_judged_by_its_limits_not_its_wording(self):

@@ -1,12 +1,16 @@
-"""run_batch with real graphs: concurrency, infrastructure retries, the breaker pausing the batch."""
+"""run_batch with real graphs: concurrency, infrastructure retries, the breaker pausing the batch,
+checkpointed graphs (sync durability, a task run again continues its thread); load_graph."""
 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from retryctl.batch import BatchConfig, ResultsFile, Task, load_graph, read_results, run_batch
 from retryctl.exceptions import ConfigError
@@ -94,6 +98,75 @@ class TestRunBatch:
         assert all(line["at_max_budget"] for line in outcome.lines if line["id"] != "t1")
 
 
+def _checkpointed(spec: str, checkpoints: Path, tasks: list[Task], path: Path, **config: Any) -> Any:
+    """Run ``spec`` loaded with an AsyncSqliteSaver on ``checkpoints``, as ``--checkpoints`` does."""
+
+    async def run() -> Any:
+        async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
+            graph = load_graph(spec, checkpointer=saver)
+            results = ResultsFile(path)
+            try:
+                return await run_batch(graph, tasks, results, config=BatchConfig(retry_wait_s=0, **config))
+            finally:
+                results.close()
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def counts() -> None:
+    _graphs.plans.clear()
+    _graphs.acts.clear()
+
+
+@pytest.mark.usefixtures("counts")
+class TestCheckpointedRun:
+    def test_each_step_is_stored_before_the_next_one_runs(self, tmp_path: Path) -> None:
+        # LangGraph's default durability ("async") would still be writing plan's checkpoint here.
+        outcome = _checkpointed(
+            "tests.batch._graphs:plan_act", tmp_path / "c.sqlite", _tasks("go 1"), tmp_path / "r.jsonl"
+        )
+        (line,) = outcome.lines
+        assert line["status"] == "accepted" and line["reason"] == "plan stored"
+
+    def test_a_retry_continues_the_thread_instead_of_starting_over(self, tmp_path: Path) -> None:
+        outcome = _checkpointed(
+            "tests.batch._graphs:plan_act", tmp_path / "c.sqlite", _tasks("fail 2 x"), tmp_path / "r.jsonl"
+        )
+        (line,) = outcome.lines
+        assert line["status"] == "accepted" and line["tries"] == 3
+        assert _graphs.plans["fail 2 x"] == 1 and _graphs.acts["fail 2 x"] == 3
+
+    def test_a_task_run_again_in_a_later_batch_continues_its_own_thread(self, tmp_path: Path) -> None:
+        tasks = _tasks("fail 1 y", "go 2")  # t0 fails its only try; t1 finishes
+        first = _checkpointed(
+            "tests.batch._graphs:PLAN_ACT", tmp_path / "c.sqlite", tasks, tmp_path / "a.jsonl", retries=1
+        )
+        by_id = {line["id"]: line for line in first.lines}
+        assert by_id["t0"]["status"] == "error" and by_id["t1"]["status"] == "accepted"
+        # A later process, a new saver on the same file, the tasks in another order: t0 continues
+        # after its plan (no new plan id), and t1, already ended, returns its state without running.
+        again = _checkpointed(
+            "tests.batch._graphs:plan_act_builder", tmp_path / "c.sqlite", tasks[::-1], tmp_path / "b.jsonl"
+        )
+        by_id_again = {line["id"]: line for line in again.lines}
+        assert by_id_again["t0"]["status"] == "accepted" and by_id_again["t0"]["tries"] == 1
+        assert by_id_again["t1"]["answer"] == by_id["t1"]["answer"]
+        assert _graphs.plans == {"fail 1 y": 1, "go 2": 1}
+        assert _graphs.acts == {"fail 1 y": 2, "go 2": 1}
+
+    def test_without_a_checkpointer_every_try_starts_over_and_durability_is_not_passed(
+        self, tmp_path: Path
+    ) -> None:
+        graph = load_graph("tests.batch._graphs:plan_act")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # LangGraph warns when durability is given without one
+            outcome = _run(graph, _tasks("fail 1 z"), tmp_path / "r.jsonl")
+        (line,) = outcome.lines
+        assert line["status"] == "accepted" and line["tries"] == 2 and line["reason"] == ""
+        assert _graphs.plans["fail 1 z"] == 2
+
+
 class TestBatchConfig:
     @pytest.mark.parametrize(
         ("field", "value"), [("concurrency", 0), ("retries", 0), ("retry_wait_s", -1.0), ("breaker_k", 0)]
@@ -120,3 +193,26 @@ class TestLoadGraph:
     def test_factory_or_compiled_graph(self) -> None:
         graph = load_graph("tests.batch._graphs:build")
         assert hasattr(graph, "ainvoke")
+
+    @pytest.mark.parametrize(
+        "spec",
+        [
+            "tests.batch._graphs:plan_act",  # a factory taking checkpointer=
+            "tests.batch._graphs:plan_act_builder",  # a factory returning an uncompiled graph
+            "tests.batch._graphs:PLAN_ACT",  # an uncompiled graph
+        ],
+    )
+    def test_a_checkpointer_goes_to_the_factory_or_to_compile(self, spec: str) -> None:
+        saver = InMemorySaver()
+        graph = load_graph(spec, checkpointer=saver)
+        assert getattr(graph, "checkpointer", None) is saver
+
+    @pytest.mark.parametrize("spec", ["tests.batch._graphs:build", "tests.batch._graphs:PLAN_ACT_COMPILED"])
+    def test_a_graph_that_cannot_take_a_checkpointer_is_a_config_error(self, spec: str) -> None:
+        with pytest.raises(ConfigError, match="cannot take a checkpointer"):
+            load_graph(spec, checkpointer=InMemorySaver())
+
+    def test_an_uncompiled_graph_is_compiled_and_takes_no_options(self) -> None:
+        assert hasattr(load_graph("tests.batch._graphs:PLAN_ACT"), "ainvoke")
+        with pytest.raises(ConfigError, match=r"a graph takes no options \(log\)"):
+            load_graph("tests.batch._graphs:PLAN_ACT", log=None)

@@ -1,4 +1,5 @@
-"""``retryctl batch`` end to end: summary, errors named, the breaker's exit, resume after a killed run."""
+"""``retryctl batch`` end to end: summary, errors named, the breaker's exit, resume after a killed run,
+``--checkpoints``, a torn decision log repaired on ``--resume``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner, Result
 
+from retryctl.audit import verify_log
 from retryctl.cli import app
+from tests.batch import _graphs
 
 runner = CliRunner()
 GRAPH = "tests.batch._graphs:build"
@@ -161,8 +165,87 @@ class TestBatchLog:
         story = runner.invoke(app, ["audit", str(log), "--why", "h"])
         assert story.exit_code == 0 and "budget 'samples' is spent" in story.output
 
+    def test_resume_says_when_it_repaired_a_torn_log(self, tmp_path: Path) -> None:
+        tasks = _tasks(tmp_path / "t.jsonl", ("a", "add 1 2", None))
+        out, log = tmp_path / "r.jsonl", tmp_path / "decisions.jsonl"
+        assert _batch(str(tasks), "--out", str(out), "--log", str(log)).exit_code == 0
+        with log.open("ab") as f:
+            f.write(b'{"action": "acc')  # 15 bytes of a record a crash cut short
+        _tasks(tasks, ("a", "add 1 2", None), ("b", "add 2 2", None))
+        again = _batch(str(tasks), "--out", str(out), "--log", str(log), "--resume")
+        assert again.exit_code == 0, again.output
+        said = f"{log}: repaired a torn last line left by a crash: cut 15 bytes and wrote a repair record"
+        assert said in again.output
+        assert verify_log(log).ok
+        # Nothing torn, nothing said.
+        _tasks(tasks, ("a", "add 1 2", None), ("b", "add 2 2", None), ("c", "add 3 3", None))
+        third = _batch(str(tasks), "--out", str(out), "--log", str(log), "--resume")
+        assert third.exit_code == 0 and "repaired" not in third.output
+
     def test_options_the_factory_does_not_take_are_named(self, tmp_path: Path) -> None:
         tasks = _tasks(tmp_path / "t.jsonl", ("a", "add 1 2", None))
         result = _batch(str(tasks), "--out", str(tmp_path / "r.jsonl"), "--base-url", "http://127.0.0.1:9")
         assert result.exit_code == 2
         assert "takes no option(s) base_url, model_name" in result.output
+
+
+PLAN_ACT = "tests.batch._graphs:plan_act"
+
+
+def _checkpointed(tasks: Path, out: Path, checkpoints: Path, *args: str, graph: str = PLAN_ACT) -> Result:
+    return runner.invoke(
+        app,
+        [
+            *("batch", str(tasks), "--out", str(out), "--checkpoints", str(checkpoints)),
+            *("--graph", graph, "--retry-wait", "0", *args),
+        ],
+    )
+
+
+@pytest.fixture
+def counts() -> None:
+    _graphs.plans.clear()
+    _graphs.acts.clear()
+
+
+@pytest.mark.usefixtures("counts")
+class TestCheckpoints:
+    def test_a_failed_task_continues_from_its_checkpoint_on_resume(self, tmp_path: Path) -> None:
+        tasks = _tasks(tmp_path / "t.jsonl", ("a", "fail 1 cli", None), ("b", "go cli", None))
+        out, checkpoints = tmp_path / "r.jsonl", tmp_path / "c.sqlite"
+        first = _checkpointed(tasks, out, checkpoints, "--retries", "1")
+        assert first.exit_code == 1, first.output
+        again = _checkpointed(tasks, out, checkpoints, "--resume")
+        assert again.exit_code == 0, again.output
+        lines = {
+            line["id"]: line
+            for line in map(json.loads, out.read_text().splitlines())
+            if line["status"] != "error"
+        }
+        assert lines["a"]["reason"] == "plan stored" and lines["a"]["tries"] == 1
+        assert _graphs.plans == {"fail 1 cli": 1, "go cli": 1}  # a's plan was not made again
+        assert _graphs.acts == {"fail 1 cli": 2, "go cli": 1}
+
+    def test_earlier_checkpoints_need_resume(self, tmp_path: Path) -> None:
+        tasks = _tasks(tmp_path / "t.jsonl", ("a", "go 1", None))
+        checkpoints = tmp_path / "c.sqlite"
+        assert _checkpointed(tasks, tmp_path / "r.jsonl", checkpoints).exit_code == 0
+        # Another batch on the same file would find task a's finished thread and take its answer.
+        result = _checkpointed(tasks, tmp_path / "other.jsonl", checkpoints)
+        assert result.exit_code == 2 and "already holds checkpoints; pass --resume" in result.output
+        assert not (tmp_path / "other.jsonl").exists()
+
+    def test_a_graph_that_cannot_take_a_checkpointer_is_a_usage_error(self, tmp_path: Path) -> None:
+        tasks = _tasks(tmp_path / "t.jsonl", ("a", "add 1 1", None))
+        result = _checkpointed(tasks, tmp_path / "r.jsonl", tmp_path / "c.sqlite", graph=GRAPH)
+        assert result.exit_code == 2
+        assert "cannot take a checkpointer" in result.output and GRAPH in result.output
+        assert not (tmp_path / "r.jsonl").exists()
+
+    def test_a_file_that_is_not_sqlite_is_a_usage_error(self, tmp_path: Path) -> None:
+        tasks = _tasks(tmp_path / "t.jsonl", ("a", "go 1", None))
+        checkpoints = tmp_path / "c.sqlite"
+        checkpoints.write_text('{"id": "a", "status": "accepted"}\n' * 200)
+        result = _checkpointed(tasks, tmp_path / "r.jsonl", checkpoints, "--resume")
+        assert result.exit_code == 2 and "cannot use as --checkpoints" in result.output
+        assert not (tmp_path / "r.jsonl").exists()

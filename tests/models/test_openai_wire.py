@@ -98,6 +98,19 @@ class TestParseCompletion:
             "b",
         ]
 
+    def test_lone_surrogate_escapes_become_replacement_characters(self):
+        # "\ud800" alone is no character; a pair is one. The text must stay writable as UTF-8.
+        body = self.body(
+            message={
+                "content": "a\\ud800b \\ud83d\\ude00",
+                "tool_calls": [{"function": {"name": "f\\udc00"}}],
+            }
+        )
+        [cand] = parse_completion(body.replace("\\\\", "\\"), backend="b", model="m", latency_ms=0, seed=None)
+        assert cand.text == "a\ufffdb \U0001f600"
+        assert cand.tool_calls[0].name == "f\ufffd"
+        cand.text.encode()
+
     @pytest.mark.parametrize("body", ["", "null", '{"choices": null}', '{"choices": [{"message": 3}]}'])
     def test_unusable_bodies_are_malformed(self, body):
         with pytest.raises(MalformedResponse):

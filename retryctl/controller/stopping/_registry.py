@@ -129,6 +129,8 @@ def parse_policy(name: str) -> PolicySpec:
     Raises :class:`UnknownPolicyError` for an unknown family and :class:`ConfigError` for a bad
     parameter (naming the rule's field, e.g. ``threshold``).
     """
+    if not isinstance(name, str):  # e.g. a number from a YAML config: not an AttributeError
+        raise ConfigError(field="policy", value=name, problem="must be a policy name (a string)")
     spec = _parse(name)
     spec.build()
     return spec

@@ -1,0 +1,119 @@
+"""A fixed-latency OpenAI-compatible chat-completions server on 127.0.0.1, for throughput benchmarks.
+
+    .venv/bin/python bench/_latency_server.py [--latency 0.2] [--port 0] [--answer 42]
+
+Every ``POST .../chat/completions`` is answered after exactly ``--latency`` seconds of ``asyncio.sleep``
+(requests overlap freely: a server that queued them would measure itself, not the client) with as many
+choices as the request's ``n``, each ``"The answer is <answer>."`` with confident per-token logprobs, so
+a controller accepts on its first round of samples. ``GET /stats`` returns ``{"requests": N,
+"max_in_flight": M}``; ``POST /stats/reset`` zeroes them. On start it prints ``port <N>`` on stdout.
+
+Plain asyncio streams, HTTP/1.1 keep-alive, no framework: the server's own cost per request must be far
+below the client's, on a machine where both share two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+
+class LatencyServer:
+    """Answers chat completions after a fixed delay; counts requests and the most seen at once."""
+
+    def __init__(self, latency_s: float, answer: str = "42") -> None:
+        self.latency_s = latency_s
+        self.answer = answer
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def completion(self, n: int) -> bytes:
+        tokens = ["The", " answer", " is", f" {self.answer}", "."]
+        logprobs = {"content": [{"token": t, "logprob": -0.01, "top_logprobs": []} for t in tokens]}
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": "".join(tokens)},
+                "finish_reason": "stop",
+                "logprobs": logprobs,
+            }
+            for i in range(n)
+        ]
+        usage = {"prompt_tokens": 20, "completion_tokens": 5 * n, "total_tokens": 20 + 5 * n}
+        body = {"id": "lat", "object": "chat.completion", "model": "latency", "choices": choices}
+        return json.dumps({**body, "usage": usage}).encode()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                raw = await reader.readexactly(length) if length else b""
+                status, body = await self.route(method, path, raw)
+                writer.write(
+                    b"HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                    % (status, len(body), body)
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass  # the client closed its connection
+        except asyncio.CancelledError:
+            pass  # the server is shutting down: end quietly instead of printing a traceback
+        finally:
+            writer.close()
+
+    async def route(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
+        if path.endswith("/chat/completions") and method == "POST":
+            request: dict[str, Any] = json.loads(raw or b"{}")
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                await asyncio.sleep(self.latency_s)
+            finally:
+                self.in_flight -= 1
+            return 200, self.completion(int(request.get("n") or 1))
+        if path.endswith("/stats") and method == "GET":
+            stats = {"requests": self.requests, "max_in_flight": self.max_in_flight}
+            return 200, json.dumps(stats).encode()
+        if path.endswith("/stats/reset") and method == "POST":
+            self.requests = self.max_in_flight = 0
+            return 200, b"{}"
+        return 404, b'{"error": {"message": "not found"}}'
+
+
+async def serve(latency_s: float, port: int, answer: str) -> None:
+    app = LatencyServer(latency_s, answer)
+    # A deep backlog: 64 clients opening their connections at once must not see refusals.
+    server = await asyncio.start_server(app.handle, "127.0.0.1", port, backlog=1024)
+    print(f"port {server.sockets[0].getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with server:
+        await stop.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per completion")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed)")
+    parser.add_argument("--answer", default="42")
+    args = parser.parse_args()
+    asyncio.run(serve(args.latency, args.port, args.answer))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
