@@ -27,20 +27,6 @@ from retryctl.controller._breaker_store import BreakerRecord
 from retryctl.controller._breaker_store_redis import RedisBreakerStore
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("RETRYCTL_REDIS_URL", "redis://127.0.0.1:6390/0")
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """The test server's URL; a developer without one skips, CI (which starts it) fails."""
-    try:
-        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2) as client:
-            client.ping()
-    except redis.ConnectionError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI starts Redis (make services), but {REDIS_URL} is unreachable: {exc}")
-        pytest.skip(f"no Redis at {REDIS_URL} (make services starts one): {exc}")
-    return REDIS_URL
 
 
 @pytest.fixture

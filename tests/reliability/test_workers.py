@@ -19,11 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
-import psycopg
 import pytest
-import redis
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
@@ -38,36 +36,9 @@ from retryctl.exceptions import BreakerOpen
 from retryctl.nodes import ControlledStep, StepResult
 from retryctl.testing import ScriptedBackend
 
-REDIS_URL = os.environ.get("RETRYCTL_REDIS_URL", "redis://127.0.0.1:6390/0")
-POSTGRES_URL = os.environ.get("RETRYCTL_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5490/postgres")
 SPAWN = multiprocessing.get_context("spawn")
 KEY = "search"
 BREAKER = BreakerConfig(failure_threshold=3, cooldown_s=2.0, half_open_max_calls=3, success_threshold=2)
-
-
-def unreachable(what: str, url: str, exc: Exception) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI starts {what} (make services), but {url} is unreachable: {exc}")
-    pytest.skip(f"no {what} at {url} (make services starts one): {exc}")
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    try:
-        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2) as client:
-            client.ping()
-    except redis.ConnectionError as exc:
-        unreachable("Redis", REDIS_URL, exc)
-    return REDIS_URL
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> str:
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.OperationalError as exc:
-        unreachable("PostgreSQL", POSTGRES_URL, exc)
-    return POSTGRES_URL
 
 
 class Worker:
