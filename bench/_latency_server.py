@@ -1,12 +1,14 @@
 """A fixed-latency OpenAI-compatible chat-completions server on 127.0.0.1, for throughput benchmarks.
 
-    .venv/bin/python bench/_latency_server.py [--latency 0.2] [--port 0] [--answer 42]
+    .venv/bin/python bench/_latency_server.py [--latency 0.2] [--jitter 0] [--port 0] [--answer 42]
 
 Every ``POST .../chat/completions`` is answered after exactly ``--latency`` seconds of ``asyncio.sleep``
 (requests overlap freely: a server that queued them would measure itself, not the client) with as many
 choices as the request's ``n``, each ``"The answer is <answer>."`` with confident per-token logprobs, so
-a controller accepts on its first round of samples. ``GET /stats`` returns ``{"requests": N,
-"max_in_flight": M}``; ``POST /stats/reset`` zeroes them. On start it prints ``port <N>`` on stdout.
+a controller accepts on its first round of samples. ``--jitter J`` (off by default) draws each delay
+uniformly from ``latency * [1 - J, 1 + J]`` instead, from a seeded generator. ``GET /stats`` returns
+``{"requests": N, "max_in_flight": M, "busy_s": S}``, ``S`` the sum of the delays drawn (``N * latency``
+without jitter); ``POST /stats/reset`` zeroes them. On start it prints ``port <N>`` on stdout.
 
 Plain asyncio streams, HTTP/1.1 keep-alive, no framework: the server's own cost per request must be far
 below the client's, on a machine where both share two cores.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import signal
 import sys
 from typing import Any
@@ -25,12 +28,21 @@ from typing import Any
 class LatencyServer:
     """Answers chat completions after a fixed delay; counts requests and the most seen at once."""
 
-    def __init__(self, latency_s: float, answer: str = "42") -> None:
+    def __init__(self, latency_s: float, answer: str = "42", *, jitter: float = 0.0, seed: int = 1) -> None:
         self.latency_s = latency_s
+        self.jitter = jitter
         self.answer = answer
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.busy_s = 0.0
+        self._rng = random.Random(seed)
+
+    def delay(self) -> float:
+        """The next request's delay: the latency, or a uniform draw around it with jitter."""
+        if not self.jitter:
+            return self.latency_s
+        return self.latency_s * (1.0 + self.jitter * self._rng.uniform(-1.0, 1.0))
 
     def completion(self, n: int) -> bytes:
         tokens = ["The", " answer", " is", f" {self.answer}", "."]
@@ -75,25 +87,28 @@ class LatencyServer:
     async def route(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
         if path.endswith("/chat/completions") and method == "POST":
             request: dict[str, Any] = json.loads(raw or b"{}")
+            delay = self.delay()
             self.requests += 1
+            self.busy_s += delay
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
-                await asyncio.sleep(self.latency_s)
+                await asyncio.sleep(delay)
             finally:
                 self.in_flight -= 1
             return 200, self.completion(int(request.get("n") or 1))
         if path.endswith("/stats") and method == "GET":
-            stats = {"requests": self.requests, "max_in_flight": self.max_in_flight}
+            stats = {"requests": self.requests, "max_in_flight": self.max_in_flight, "busy_s": self.busy_s}
             return 200, json.dumps(stats).encode()
         if path.endswith("/stats/reset") and method == "POST":
             self.requests = self.max_in_flight = 0
+            self.busy_s = 0.0
             return 200, b"{}"
         return 404, b'{"error": {"message": "not found"}}'
 
 
-async def serve(latency_s: float, port: int, answer: str) -> None:
-    app = LatencyServer(latency_s, answer)
+async def serve(latency_s: float, port: int, answer: str, jitter: float = 0.0) -> None:
+    app = LatencyServer(latency_s, answer, jitter=jitter)
     # A deep backlog: 64 clients opening their connections at once must not see refusals.
     server = await asyncio.start_server(app.handle, "127.0.0.1", port, backlog=1024)
     print(f"port {server.sockets[0].getsockname()[1]}", flush=True)
@@ -108,10 +123,13 @@ async def serve(latency_s: float, port: int, answer: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per completion")
+    parser.add_argument("--jitter", type=float, default=0.0, help="delays uniform in latency*[1-J, 1+J]")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed)")
     parser.add_argument("--answer", default="42")
     args = parser.parse_args()
-    asyncio.run(serve(args.latency, args.port, args.answer))
+    if not 0.0 <= args.jitter < 1.0:
+        parser.error("--jitter must be in [0, 1)")
+    asyncio.run(serve(args.latency, args.port, args.answer, args.jitter))
     sys.exit(0)
 
 

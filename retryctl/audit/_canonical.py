@@ -13,6 +13,15 @@ The writer lays a line out in one of two ways, both valid JSON objects with the 
   the hash on the raw bytes and find those fields by byte search without parsing;
 - **sorted** (when a nested value reuses one of those key names): the canonical JSON of the whole
   record, ``hash`` in its sorted place. A verifier parses such lines.
+
+The canonical bytes are defined by Python's ``json.dumps`` (see :func:`canonical_bytes`). The writer
+may produce them with orjson, which is several times faster and writes the same bytes for JSON values
+except some floats: it spells ``1e-05`` as ``0.00001`` and ``1e-07`` as ``1e-7``. A line whose orjson
+bytes may hold such a float (see ``_may_differ``), or that orjson refuses (a big integer, a lone
+surrogate, a non-``str`` key, a ``str`` subclass), is encoded by ``json.dumps`` instead. orjson writes
+NaN as ``null`` where ``json.dumps`` refuses it, so the fast path is only for bodies a record model
+has validated (finite numbers only).
+``tests/audit/test_sink.py`` checks byte-identity on generated records.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import hashlib
 import json
 import re
 from typing import Any
+
+import orjson
 
 __all__ = [
     "GENESIS_HASH",
@@ -49,14 +60,49 @@ RUN_KEY = b'"run_id":'
 """The bytes of the top-level ``run_id`` key."""
 
 _HASH_PREFIX = b',"hash":"'
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# ``json.dumps`` with these arguments builds exactly this encoder on each call.
+_ORJSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS  # str/int subclasses (enums...): json.dumps' own rules apply
+    | orjson.OPT_PASSTHROUGH_DATETIME  # not JSON: json.dumps refuses them
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _SUFFIX_LEN = len(_HASH_PREFIX) + 64 + len(b'"}\n')
 
 
 def canonical_bytes(obj: dict[str, Any]) -> bytes:
     """The canonical JSON of ``obj`` as UTF-8 bytes (sorted keys, compact, finite numbers only)."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    return _ENCODER.encode(obj).encode()
+
+
+def _fast_canonical_bytes(obj: dict[str, Any]) -> bytes:
+    """:func:`canonical_bytes` for a validated body (JSON values, finite numbers): orjson's bytes
+    when they provably match, else ``json.dumps``'s."""
+    try:
+        raw = orjson.dumps(obj, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: let json.dumps encode it, or raise its own error
+        return canonical_bytes(obj)
+    return canonical_bytes(obj) if _may_differ(raw, obj.get("prev_hash")) else raw
+
+
+def _may_differ(raw: bytes, prev_hash: Any) -> bool:
+    """Whether orjson's ``raw`` may spell a float otherwise than ``float.__repr__`` (json.dumps).
+
+    Both write the shortest digits that read back as the same float, and both write them positionally
+    between 1e-4 and 1e16, where ``repr`` does. So a float can differ only where ``repr`` uses an
+    exponent, and there orjson writes an exponent (a digit then ``e``), leading zeros (``0.0000``) or
+    17 or more digits before the point. Any of these anywhere in the line (a string may match too:
+    that only costs the slow path) means "use json.dumps". The chain hash is cut out first: its hex
+    digits would often read as a digit then ``e``.
+    """
+    if isinstance(prev_hash, str):
+        raw = raw.replace(b'"prev_hash":"' + prev_hash.encode() + b'"', b"")
+    if b"0.0000" in raw:
+        return True
+    zeros = raw.translate(_DIGITS_AS_ZERO)
+    return b"0e" in zeros or b"0E" in zeros or b"00000000000000000." in zeros
 
 
 def record_hash(record: dict[str, Any]) -> str:
@@ -65,11 +111,15 @@ def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_bytes(body)).hexdigest()
 
 
-def encode_line(body: dict[str, Any]) -> tuple[bytes, str]:
-    """The full line (newline included) for a record body that already has ``prev_hash``; and its hash."""
+def encode_line(body: dict[str, Any], *, validated: bool = False) -> tuple[bytes, str]:
+    """The full line (newline included) for a record body that already has ``prev_hash``; and its hash.
+
+    ``validated=True`` says a record model checked ``body`` (JSON values, finite numbers only), which
+    allows the faster encoder (see the module docstring); the bytes are the same either way.
+    """
     if "hash" in body:
         raise ValueError("a record body must not carry 'hash' before it is chained")
-    raw = canonical_bytes(body)
+    raw = _fast_canonical_bytes(body) if validated else canonical_bytes(body)
     digest = hashlib.sha256(raw).hexdigest()
     unambiguous = (
         raw.count(PREV_KEY) == 1
@@ -78,7 +128,8 @@ def encode_line(body: dict[str, Any]) -> tuple[bytes, str]:
     )
     if unambiguous:
         return raw[:-1] + _HASH_PREFIX + digest.encode() + b'"}\n', digest
-    return canonical_bytes({**body, "hash": digest}) + b"\n", digest
+    whole = {**body, "hash": digest}
+    return (_fast_canonical_bytes(whole) if validated else canonical_bytes(whole)) + b"\n", digest
 
 
 def fast_line_hash(line: bytes) -> tuple[bytes, bytes] | None:

@@ -83,7 +83,7 @@ def _validate(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> tupl
         # object() names its key (not a serialiser error) and NaN is refused, not written as null.
         _EXTRA_KEYS.validate_python(model.model_extra)
     body = model.model_dump(mode="json", by_alias=True)
-    return ((body,), {})
+    return ((body,), {"validated": True})
 
 
 class DecisionLog:

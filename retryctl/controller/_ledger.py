@@ -278,6 +278,23 @@ class _Scope:
             raise UsageError(f"reservation {reservation.id} was already {reservation.state}")
         reservation.state = outcome
 
+    def extend(self, more: Usage) -> None:
+        """Raise the limits of this scope and of every scope enclosing it by ``more`` (a person's
+        ``extend`` answer to ``ask_user``), so that the calls it allows are reserved and committed like
+        any other. A limit that is off stays off; each scope's ``budget`` becomes the raised one."""
+        with self._run.lock:
+            for scope in self._chain():
+                update: dict[str, float] = {}
+                for name in LIMIT_NAMES:
+                    amount, limit = getattr(more, name), getattr(scope.budget, name)
+                    if amount and limit is not None:
+                        raised = _exact(limit) + _exact(amount)  # exact, as totals are: 0.3 + 0.1 is 0.4
+                        update[name] = int(raised) if name in _INT_NAMES else float(raised)
+                        if name in scope._limits:
+                            scope._limits[name] = raised
+                if update:
+                    scope.budget = scope.budget.model_copy(update=update)
+
     # -- reading ----------------------------------------------------------------------------------
 
     def exhausted(self) -> Exhaustion | None:

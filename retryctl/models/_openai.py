@@ -13,6 +13,8 @@ import os
 import random
 import time
 import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -33,14 +35,55 @@ NMode = Literal["auto", "native", "parallel"]
 
 _log = structlog.get_logger("retryctl.models")
 _SEED_SPACE = 2**31
+_REQUESTS_PER_CLIENT = 8
+"""Requests in flight on one HTTP client before the next takes more (see :class:`_Clients`)."""
+
+
+class _Clients:
+    """The HTTP clients of one event loop, each taking up to ``_REQUESTS_PER_CLIENT`` requests at once.
+
+    httpx's connection pool walks all its connections, probing every idle socket, each time a request
+    starts and ends, so its CPU cost per request grows with the connections it holds: at 64 concurrent
+    requests on one client that was 0.8 ms per request, 15 % of a batch task's CPU
+    (``bench/batch_throughput.py``; upstream: pydantic/httpx2#1169). A request takes the first client
+    with room, so a serial caller keeps using one client (and its keep-alive connection), and 64
+    concurrent requests use eight pools of eight connections. Clients are made when first needed.
+    """
+
+    def __init__(self, make: Callable[[], openai.AsyncOpenAI]) -> None:
+        self._make = make
+        self.clients: list[openai.AsyncOpenAI] = []
+        self.in_flight: list[int] = []
+
+    @contextmanager
+    def lease(self) -> Iterator[openai.AsyncOpenAI]:
+        """A client for one request, counted in flight until the request ends."""
+        counts = self.in_flight  # the lists this request counts in, even if aclose replaces them
+        index = next((i for i, n in enumerate(counts) if n < _REQUESTS_PER_CLIENT), len(counts))
+        if index == len(counts):
+            self.clients.append(self._make())
+            counts.append(0)
+        counts[index] += 1
+        try:
+            yield self.clients[index]
+        finally:
+            counts[index] -= 1
+
+    async def aclose(self) -> None:
+        """Close every client."""
+        clients, self.clients, self.in_flight = self.clients, [], []
+        for client in clients:
+            await client.close()
 
 
 class OpenAIBackend(BackendBase):
     """Samples from an OpenAI-compatible server.
 
     ``api_key`` defaults to ``$OPENAI_API_KEY``, else a placeholder that local servers ignore.
-    ``client`` may be given to share an ``AsyncOpenAI``; it must then have ``max_retries=0`` so that
-    retries stay with :class:`RetrySettings`. ``sleep`` replaces ``asyncio.sleep`` between retries
+    Without ``client`` the backend makes its own ``AsyncOpenAI`` clients, one per eight requests in
+    flight on each event loop (see :class:`_Clients`). ``client`` may be given to share an
+    ``AsyncOpenAI`` instead; it must then have ``max_retries=0`` so that retries stay with
+    :class:`RetrySettings`. ``sleep`` replaces ``asyncio.sleep`` between retries
     (tests record the waits instead of sleeping).
     """
 
@@ -77,8 +120,8 @@ class OpenAIBackend(BackendBase):
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         self._shared_client = client
         self._sleep = sleep
-        # One client per event loop: an async HTTP pool must not cross loops.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+        # Clients per event loop: an async HTTP pool must not cross loops.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Clients] = (
             weakref.WeakKeyDictionary()
         )
         self.honours_n: bool | None = {"auto": None, "native": True, "parallel": False}[n_mode]
@@ -88,20 +131,22 @@ class OpenAIBackend(BackendBase):
     def name(self) -> str:
         return self.model
 
-    def _client(self) -> openai.AsyncOpenAI:
+    def _new_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=self._api_key, timeout=self.timeout_s, max_retries=0
+        )
+
+    @contextmanager
+    def _lease(self) -> Iterator[openai.AsyncOpenAI]:
         if self._shared_client is not None:
-            return self._shared_client
+            yield self._shared_client
+            return
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                timeout=self.timeout_s,
-                max_retries=0,
-            )
-            self._clients[loop] = client
-        return client
+        clients = self._clients.get(loop)
+        if clients is None:
+            clients = self._clients[loop] = _Clients(self._new_client)
+        with clients.lease() as client:
+            yield client
 
     def _payload(self, messages: list[Message], params: SamplingParams, n: int, seed: int) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -125,20 +170,26 @@ class OpenAIBackend(BackendBase):
             payload["tools"] = [t.to_openai() for t in params.tools]
         if params.response_format is not None:
             payload["response_format"] = dict(params.response_format)
-        # Not in OpenAI's API; llama.cpp, vLLM and SGLang read them from the body.
-        extra = dict(self.extra_body)
+        # Not in OpenAI's API; llama.cpp, vLLM and SGLang read them from the body. Merged last, so they
+        # win over the fields above, as the SDK's ``extra_body`` does.
+        payload.update(self.extra_body)
         if params.top_k is not None:
-            extra["top_k"] = params.top_k
+            payload["top_k"] = params.top_k
         if params.min_p is not None:
-            extra["min_p"] = params.min_p
-        if extra:
-            payload["extra_body"] = extra
+            payload["min_p"] = params.min_p
         return payload
 
     async def _once(self, payload: dict[str, Any], seed: int) -> list[Candidate]:
         started = time.perf_counter()
         try:
-            raw = await self._client().chat.completions.with_raw_response.create(**payload)
+            # The SDK's own POST, not ``chat.completions.create``: the body is already plain JSON, and
+            # create's type-driven transform of it (a no-op for such a body) cost about 1 ms of CPU per
+            # call, a third of the SDK's cost (bench/batch_throughput.py). Headers, auth, timeouts and
+            # the SDK's status errors are the same; the body is read by our parser either way.
+            with self._lease() as client:
+                raw = await client.post(
+                    "/chat/completions", body=payload, cast_to=openai.HttpxBinaryResponseContent
+                )
             body = raw.text
         except openai.OpenAIError as exc:
             raise translate_error(exc, backend=self.name) from exc
@@ -149,7 +200,7 @@ class OpenAIBackend(BackendBase):
             model=self.model,
             latency_ms=latency_ms,
             seed=seed,
-            status_code=raw.status_code,
+            status_code=raw.response.status_code,
         )
 
     async def _request(
@@ -197,10 +248,10 @@ class OpenAIBackend(BackendBase):
         return first + [_with_note(c, note) for c in rest]
 
     async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        """Close the HTTP clients of the running event loop."""
+        clients = self._clients.pop(asyncio.get_running_loop(), None)
+        if clients is not None:
+            await clients.aclose()
 
 
 def _with_note(candidate: Candidate, note: str) -> Candidate:

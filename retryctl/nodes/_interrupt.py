@@ -10,6 +10,9 @@ verdict, and the options. A run is resumed with ``Command(resume=reply)`` where 
 
 A reply that does not parse is not an error that kills the run: the same interrupt is raised again
 with an ``error`` field saying what was wrong, and the run waits for a better reply.
+
+A tool call's payload also names its ``tool_call_id``; ``ControlledToolNode`` puts its calls'
+questions one at a time and matches each reply to the call that asked (see ``_tool_ask``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from retryctl.controller import LIMIT_NAMES, Verdict
 
-__all__ = ["ASK_EVENT", "UserReply", "ask", "ask_payload", "parse_reply"]
+__all__ = ["ASK_EVENT", "UserReply", "ask", "ask_payload", "parse_reply", "reply_error"]
 
 ASK_EVENT = "retryctl.ask_user"
 """``type`` of every ``ask_user`` interrupt payload."""
@@ -80,16 +83,25 @@ def parse_reply(raw: object) -> UserReply:
     return UserReply.model_validate(raw)
 
 
+def reply_error(raw: object, exc: ValidationError) -> str:
+    """The ``error`` field of the question put again after a reply that did not parse."""
+    problems = "; ".join(str(e["msg"]) for e in exc.errors())
+    return f"could not use the reply {raw!r}: {problems}"
+
+
 def ask_payload(
     verdict: Verdict,
     *,
     step_id: str,
     question: str,
     best: dict[str, Any] | None,
+    tool_call_id: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON payload of an ``ask_user`` interrupt."""
+    """The JSON payload of an ``ask_user`` interrupt (``tool_call_id`` when a tool call asks)."""
+    ids = {} if tool_call_id is None else {"tool_call_id": tool_call_id}
     return {
         "type": ASK_EVENT,
+        **ids,
         "step_id": step_id,
         "question": question,
         "reason": verdict.reason,
@@ -104,7 +116,8 @@ def ask(payload: dict[str, Any]) -> UserReply:
     """Interrupt with ``payload`` until the resume value parses as a :class:`UserReply`.
 
     Must run inside a graph node with a checkpointer. Each bad reply raises a new interrupt (the n-th
-    ``interrupt()`` of a node is matched to the n-th resume value, so this is replay-safe).
+    ``interrupt()`` of a node is matched to the n-th resume value, so this is replay-safe when the node
+    asks in the same order every time it runs, as ``ControlledStep`` does: one question per node).
     """
     current = payload
     while True:
@@ -112,5 +125,4 @@ def ask(payload: dict[str, Any]) -> UserReply:
         try:
             return parse_reply(raw)
         except ValidationError as exc:
-            problems = "; ".join(str(e["msg"]) for e in exc.errors())
-            current = {**payload, "error": f"could not use the reply {raw!r}: {problems}"}
+            current = {**payload, "error": reply_error(raw, exc)}

@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 # LangGraph's own node wrapper (``ToolNode`` is one), public in spirit but not exported: the only way to
-# give LangGraph a sync function and its async twin together. Pinned by ``langgraph>=1,<2``.
+# give LangGraph a sync function and its async twin together. langgraph-prebuilt (ToolNode,
+# create_react_agent) imports it from this same module, so it moves only with LangGraph itself;
+# pinned by ``langgraph>=1,<2``.
 from langgraph._internal._runnable import RunnableCallable
 
 __all__ = ["twin_node"]

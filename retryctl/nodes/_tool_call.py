@@ -41,10 +41,13 @@ from retryctl.controller._clock import monotonic
 from retryctl.exceptions import BreakerOpen
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import ToolJournal
+from retryctl.nodes._tool_ask import call_key
 from retryctl.nodes._tool_outcome import ToolOutcomes
 from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, is_idempotent
 
 __all__ = ["ToolCallController"]
+
+_ONE_ATTEMPT = Usage(attempts=1)
 
 
 class _Refused(Exception):
@@ -104,8 +107,7 @@ class ToolCallController(ToolOutcomes):
         """A fresh call state, or the journaled final message of a call that already ended."""
         call = dict(request.tool_call)
         config = getattr(request.runtime, "config", None) or {}
-        thread = (config.get("configurable") or {}).get("thread_id")
-        key = None if thread is None or not call.get("id") else f"{thread}/{call['id']}"
+        key = call_key((config.get("configurable") or {}).get("thread_id"), call.get("id"))
         record = self.journal.get(key) if key else None
         if record is not None and record.get("phase") == "final":
             return self._message(call, record["message"])
@@ -124,6 +126,8 @@ class ToolCallController(ToolOutcomes):
             st.switches = int(record["switches"])
             st.content = record["content"]
             st.pending_ask = Verdict.model_validate(record["verdict"])
+            st.asks = int(record.get("asks", 1))
+            st.asked = True
         return st
 
     def _refines_so_far(self, state: Any, name: str) -> int:
@@ -166,13 +170,10 @@ class ToolCallController(ToolOutcomes):
             )
         reservation = None
         if self.ledger is not None:
-            held = self.ledger.try_reserve(Usage(attempts=1))
+            held = self.ledger.try_reserve(_ONE_ATTEMPT)
             if isinstance(held, Exhaustion):
-                if st.allowance <= 0:
-                    raise _Refused(held)
-                st.allowance -= 1
-            else:
-                reservation = held
+                raise _Refused(held)  # a person's "extend" raises the limit instead (see ToolOutcomes)
+            reservation = held
         call = ToolCall(name=st.target, args=args, id=st.call.get("id"), type="tool_call")
         return request.override(tool=tool, tool_call=call), reservation
 
@@ -182,7 +183,7 @@ class ToolCallController(ToolOutcomes):
         """Account for a finished call; a tool that reported an error raises it into the retry loop."""
         failed = isinstance(result, ToolMessage) and result.status == "error"
         if reservation is not None:
-            reservation.commit(Usage(attempts=1))  # a call that ran and failed still cost an attempt
+            reservation.commit(_ONE_ATTEMPT)  # a call that ran and failed still cost an attempt
         if failed:
             assert isinstance(result, ToolMessage)
             raise _ToolReportedError(_content_text(result))

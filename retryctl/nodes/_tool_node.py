@@ -10,7 +10,10 @@ the result goes through the tool's validators; then the verdict: ``accept`` retu
 stack trace), ``switch`` runs the next tool of the same equivalence group whose breaker is not open,
 ``ask_user`` interrupts, ``stop`` returns an error ``ToolMessage`` saying so. Every message carries the
 verdict in ``artifact["retryctl"]``. With ``timeout_s``, a call that does not answer in time fails with a
-``TimeoutError`` (a transient fault) instead of holding the graph forever.
+``TimeoutError`` (a transient fault) instead of holding the graph forever. A step with a single tool
+call runs it in the node's own thread instead of a fresh worker thread (see ``_tool_inline``). The
+calls never interrupt by themselves: the node puts their questions one at a time and hands each reply
+to the call that asked (see ``_tool_ask``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
-from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
 from langgraph.types import Command
+from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, Retrying
 
 from retryctl.audit import DecisionLog
@@ -37,7 +42,9 @@ from retryctl.exceptions import ConfigError
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
+from retryctl.nodes._tool_ask import AskRound
 from retryctl.nodes._tool_call import ToolCallController
+from retryctl.nodes._tool_inline import InlineToolNode
 from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator
 
 if TYPE_CHECKING:
@@ -50,16 +57,19 @@ TOOL_POLICY = Policy(weights={"validators": 1.0})
 tool's validators); a sampled model's agreement signals do not exist for a tool."""
 
 _Result = ToolMessage | Command[Any]
+_Input = list[AnyMessage] | dict[str, Any] | BaseModel
 
 
-class ControlledToolNode(ToolNode):
+class ControlledToolNode(InlineToolNode):
     """A ``ToolNode`` whose every call ends in a verdict (see the module docstring).
 
     ``groups`` maps a group name to equivalent tools in the order to try them (``{"arithmetic":
     [calculator, python]}``); their tools are added to the node. ``adapters`` maps a tool name to a
     function that turns the arguments written for another tool of its group into its own.
     ``validators`` maps a tool name to checks ``(content, args) -> ValidatorResult | bool``.
-    ``ledger`` is charged one ``attempts`` per call. ``journal`` keeps the results of non-idempotent
+    ``ledger`` is charged one ``attempts`` per call; an ``extend`` answer to ``ask_user`` raises its
+    limits (``budget["attempts"]`` more calls, one by default, and any other limit it names), and the
+    calls it allows are charged like any other. ``journal`` keeps the results of non-idempotent
     tools (``tool.metadata["idempotent"] = False``) and finished calls across a resume; use a
     :class:`~retryctl.nodes.SQLiteToolJournal` when the run may resume in another process.
     The journal knows a call by its thread and tool-call id, so a resumed run must replay the same
@@ -154,6 +164,34 @@ class ControlledToolNode(ToolNode):
         names = dict.fromkeys(g for t in registry.tools() for g in registry.groups_of(t.name))
         groups = {name: [registry.get(k) for k in registry.group(name)] for name in names}
         return cls(registry.tools(), groups=groups, **kwargs)
+
+    # -- the node: passes over the step's calls, one question to the user at a time ------------------
+
+    def _func(self, input: _Input, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        asks = self._asks(input, config)
+        asks.replay()
+        while True:
+            with asks.attempt():
+                output = super()._func(input, config, runtime)
+            if not asks.waiting:
+                return output
+            asks.ask()
+
+    async def _afunc(self, input: _Input, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        asks = self._asks(input, config)
+        asks.replay()
+        while True:
+            with asks.attempt():
+                output = await super()._afunc(input, config, runtime)
+            if not asks.waiting:
+                return output
+            asks.ask()
+
+    def _asks(self, input: _Input, config: RunnableConfig) -> AskRound:
+        tool_calls, _ = self._parse_input(input)
+        thread = (config.get("configurable") or {}).get("thread_id")
+        ids = [str(call.get("id") or "") for call in tool_calls]
+        return AskRound(self.controller.journal, thread, ids)
 
     # -- sync --------------------------------------------------------------------------------------
 

@@ -3,18 +3,29 @@ resumed node returns it again instead of redoing the call."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from retryctl.controller import Action, Ledger, StepLedger, Verdict
+from retryctl.controller import Action, Ledger, StepLedger, Usage, Verdict
 from retryctl.nodes._events import Emitter
-from retryctl.nodes._interrupt import UserReply, ask, ask_payload
+from retryctl.nodes._interrupt import ask_payload
 from retryctl.nodes._journal import ToolJournal
+from retryctl.nodes._tool_ask import reply_to, waiting
 from retryctl.nodes._tool_state import CallState
 
 __all__ = ["ToolOutcomes"]
+
+_COUNTS = frozenset({"attempts", "samples", "input_tokens", "output_tokens"})
+
+
+def _extension(budget: dict[str, float]) -> Usage:
+    """A reply's ``budget`` as amounts to add to the limits. A tool call costs attempts, so a reply
+    that names none grants one more (as documented); a count asked for in part is granted whole."""
+    amounts = {"attempts": 1.0, **budget}
+    return Usage.model_validate({n: math.ceil(v) if n in _COUNTS else v for n, v in amounts.items()})
 
 
 class ToolOutcomes:
@@ -48,22 +59,31 @@ class ToolOutcomes:
         return self._stop(st, verdict, verdict.reason)
 
     def _ask(self, st: CallState, verdict: Verdict) -> ToolMessage | Command[Any] | None:
-        if st.journal_key:
-            self.journal.put(
-                st.journal_key,
-                {
-                    "phase": "ask",
-                    "target": st.target,
-                    "tried": st.tried,
-                    "attempt": st.attempt,
-                    "switches": st.switches,
-                    "content": st.content,
-                    "verdict": verdict.model_dump(mode="json"),
-                },
-            )
+        if st.asked:  # resumed at this question: it is journaled already
+            st.asked = False
+        else:
+            st.asks += 1
+            if st.journal_key:
+                self.journal.put(
+                    st.journal_key,
+                    {
+                        "phase": "ask",
+                        "asks": st.asks,
+                        "target": st.target,
+                        "tried": st.tried,
+                        "attempt": st.attempt,
+                        "switches": st.switches,
+                        "content": st.content,
+                        "verdict": verdict.model_dump(mode="json"),
+                    },
+                )
         best = None if st.content is None else {"answer": st.content, "text": st.content, "model": st.target}
         question = f"Tool call {st.call['name']}({st.call.get('args')})"
-        reply: UserReply = ask(ask_payload(verdict, step_id=st.step_id, question=question, best=best))
+        call_id = str(st.call.get("id") or "")
+        payload = ask_payload(verdict, step_id=st.step_id, question=question, best=best, tool_call_id=call_id)
+        reply = reply_to(call_id, st.asks, payload)
+        if reply is None:
+            return waiting(st.call)  # the node puts the question, then runs the call again
         self.emitter.reply(step_id=st.step_id, reply=reply.model_dump(mode="json"))
         if reply.action == "accept":
             why = f"accepted by the user ({verdict.reason})"
@@ -74,8 +94,10 @@ class ToolOutcomes:
             why = "answered by the user"
             return self._final(st, verdict, reply.answer or "", "success", how=why, reason=why)
         if reply.action == "extend":
-            # A tool call costs attempts only: other limits in the reply grant one more call.
-            st.allowance += int(reply.budget.get("attempts", 1))
+            # The reply raises the ledger's limits: the calls it allows are reserved and committed
+            # like any other, so the totals (and every later verdict's evidence) include them.
+            if self.ledger is not None:
+                self.ledger.extend(_extension(reply.budget))
             st.retries = 0
             return None
         return self._stop(st, verdict, f"the user chose to stop ({verdict.reason})")

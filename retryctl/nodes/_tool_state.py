@@ -43,12 +43,14 @@ class CallState:
     attempt: int = 0
     retries: int = 0
     switches: int = 0
-    allowance: int = 0
-    """Calls the user allowed beyond a spent budget (``extend`` with ``attempts``)."""
     content: str | None = None
     """The latest successful result."""
     pending_ask: Verdict | None = None
     """An ``ask_user`` verdict recorded before an interrupt, to answer after a resume."""
+    asks: int = 0
+    """How many questions this call has put to the user: numbers them, so each gets its own reply."""
+    asked: bool = False
+    """The call resumed at a question it already put (``pending_ask``): not a new one."""
     command: Command[Any] | None = None
     """The latest result when the tool returned a ``Command`` instead of a message."""
     started: float | None = None

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retryctl.audit import ChainSink, DecisionLog, RepairRecord, read_records, verify_log
+from retryctl.audit._canonical import canonical_bytes, encode_line
 from retryctl.exceptions import LogIntegrityError
 from tests.audit.helpers import GENESIS, independent_hash, make_verdict, read_lines
 
@@ -142,3 +146,78 @@ class TestChainSink:
             head = log.head
         with DecisionLog(log_path) as log:
             assert log.head == head
+
+
+# -- the fast encoder writes exactly json.dumps's bytes -----------------------------------------------
+
+# Floats where orjson and repr part ways (exponents, 0.0000..., >= 1e16) and ordinary ones.
+_FLOATS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(min_value=-1e-3, max_value=1e-3, allow_nan=False),
+    st.floats(min_value=1e15, max_value=1e18),
+    st.floats(min_value=-1e-3, max_value=1e-3).map(lambda x: round(x, 9)),
+    st.integers(-(10**20), 10**20).map(lambda n: n / 1000),
+    st.sampled_from([0.0, -0.0, 1e-4, 1e-5, 9.99e-5, 1e16, 9999999999999998.0, 0.1 + 0.2, 5e-324]),
+)
+_TEXT = st.text(st.characters(codec="utf-8"))  # no lone surrogates: they are tested on their own
+_KEYS = st.one_of(_TEXT, st.sampled_from(["prev_hash", "schema", "run_id", "hash", "e", "0e-5"]))
+_JSON = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), _FLOATS, _TEXT, st.sampled_from(["1e-05", ":0.00001"])
+    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=24,
+)
+_HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
+
+
+def _body(fields: dict[str, Any], prev_hash: str) -> dict[str, Any]:
+    body = {"schema": 1, "kind": "verdict", "run_id": "r", **fields, "prev_hash": prev_hash}
+    body.pop("hash", None)
+    return body
+
+
+class TestFastEncoder:
+    @settings(max_examples=600, deadline=None)
+    @given(st.dictionaries(_KEYS, _JSON, max_size=8), _HEX)
+    def test_the_line_and_hash_are_byte_identical_to_json_dumps(self, fields, prev_hash):
+        body = _body(fields, prev_hash)
+        assert encode_line(body, validated=True) == encode_line(body)
+        assert encode_line(body)[1] == hashlib.sha256(canonical_bytes(body)).hexdigest()
+
+    @settings(max_examples=1500, deadline=None)
+    @given(_FLOATS, _HEX)
+    def test_every_float_is_spelt_as_repr(self, value, prev_hash):
+        body = _body({"x": value, "xs": [value, -value], "d": {"v": value}}, prev_hash)
+        line, _ = encode_line(body, validated=True)
+        assert line == encode_line(body)[0]
+        assert repr(value).encode() in line
+
+    def test_a_lone_surrogate_still_raises_unicode_encode_error(self):
+        # The writer turns exactly this error into a ConfigError naming the field.
+        with pytest.raises(UnicodeEncodeError):
+            encode_line(_body({"reason": "bad \ud800"}, "0" * 64), validated=True)
+
+    @pytest.mark.parametrize("value", [2**64, -(2**70), {1: "int key"}, ("a", 1)])
+    def test_what_orjson_refuses_or_changes_is_left_to_json_dumps(self, value):
+        body = _body({"v": value}, "0" * 64)
+        assert encode_line(body, validated=True) == encode_line(body)
+
+    def test_unvalidated_bodies_keep_json_dumps_refusing_nan(self):
+        with pytest.raises(ValueError, match="Out of range float"):
+            encode_line(_body({"v": math.nan}, "0" * 64))
+
+    def test_an_ordinary_record_takes_the_fast_path(self, log_path, monkeypatch):
+        from retryctl.audit import _canonical
+
+        slow: list[Any] = []
+
+        def counted(obj: dict[str, Any]) -> bytes:
+            slow.append(obj)
+            return b""
+
+        monkeypatch.setattr(_canonical, "canonical_bytes", counted)
+        _write(log_path, 3)
+        monkeypatch.undo()
+        assert slow == []
+        assert verify_log(log_path).ok

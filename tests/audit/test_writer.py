@@ -153,6 +153,24 @@ class TestDecisionLog:
         assert records[0].extra == tricky  # type: ignore[union-attr]
         assert [r.run_id for r in records] == ["r1", 'r"2\\', "r1"]  # type: ignore[union-attr]
 
+    @pytest.mark.parametrize("value", [1e-05, 9.99e-05, 1e-07, 1e16, 1.5e22, 0.1 + 0.2, 3.5, 123456.789])
+    def test_every_line_is_the_json_dumps_encoding_whatever_the_floats(self, log_path, value):
+        # The writer may encode with orjson; the bytes must be json.dumps's all the same, or a verifier
+        # that re-serialises a line (the documented hash rule) would disagree with the stored hash.
+        from retryctl.audit._canonical import encode_line
+
+        with DecisionLog(log_path) as log:
+            log.record_verdict(
+                make_verdict(confidence=value),
+                **{**_verdict_kwargs(0), "latency_ms": value, "candidates_summary": {"x": [value, -value]}},
+            )
+            log.record_verdict(make_verdict(), **_verdict_kwargs(1))
+        for line in read_lines(log_path):
+            record = json.loads(line)
+            body = {k: v for k, v in record.items() if k != "hash"}
+            assert encode_line(body) == (line, record["hash"])  # the json.dumps path, byte for byte
+            assert record["hash"] == independent_hash(record)
+
     def test_two_logs_on_one_file_in_one_process_keep_one_chain(self, log_path):
         # Each sees the other's appends by the size change and re-reads the tail.
         with DecisionLog(log_path) as a, DecisionLog(log_path) as b:

@@ -263,6 +263,50 @@ class TestExhaustion:
         assert "usd" in str(err) and "1.25" in str(err)
 
 
+ONE_ATTEMPT = Usage(attempts=1)
+
+
+class TestLedgerExtend:
+    """``extend``: a person's ``extend`` answer to ``ask_user`` raises limits; accounting goes on."""
+
+    def test_limits_rise_exactly_and_an_off_limit_stays_off(self):
+        ledger = Ledger(Budget(usd=0.3, attempts=1))
+        ledger.extend(Usage(usd=0.1, attempts=2, samples=3))
+        assert ledger.budget == Budget(usd=0.4, attempts=3)
+        assert not isinstance(ledger.try_reserve(Usage(usd=0.4, attempts=3)), Exhaustion)
+
+    def test_what_was_used_before_still_counts(self):
+        ledger = Ledger(Budget(attempts=1))
+        ledger.reserve(ONE_ATTEMPT).commit(ONE_ATTEMPT)
+        assert isinstance(ledger.try_reserve(ONE_ATTEMPT), Exhaustion)
+        ledger.extend(Usage(attempts=1))
+        ledger.reserve(ONE_ATTEMPT).commit(ONE_ATTEMPT)
+        snap = ledger.snapshot()
+        assert (snap.used["attempts"], snap.limit["attempts"]) == (2, 2)
+        assert isinstance(ledger.try_reserve(ONE_ATTEMPT), Exhaustion)
+
+    def test_a_step_raises_its_own_and_its_runs_limits(self):
+        ledger = Ledger(Budget(attempts=5, samples=2))
+        step = ledger.step("tools", budget=Budget(attempts=0))
+        step.extend(Usage(attempts=1, samples=1))
+        assert step.budget == Budget(attempts=1)  # the step has no samples limit: it stays off
+        assert ledger.budget == Budget(attempts=6, samples=3)
+        assert isinstance(step.try_reserve(ONE_ATTEMPT), Reservation)
+
+    def test_a_spent_wall_clock_runs_again_once_wall_s_is_raised(self):
+        clock = ManualClock()
+        ledger = Ledger(Budget(wall_s=10, attempts=5), clock=clock)
+        clock.advance(11)
+        assert ledger.exhausted() is not None
+        ledger.extend(Usage(attempts=1))  # more attempts do not buy more time
+        refused = ledger.try_reserve(ONE_ATTEMPT)
+        assert isinstance(refused, Exhaustion) and refused.limit_name == "wall_s"
+        ledger.extend(Usage(wall_s=60))
+        assert ledger.exhausted() is None
+        assert ledger.remaining().wall_s == 59
+        assert isinstance(ledger.try_reserve(ONE_ATTEMPT), Reservation)
+
+
 # -- property: no committed total ever passes its limit -------------------------------------------
 
 limits = st.one_of(st.none(), st.integers(0, 12))
