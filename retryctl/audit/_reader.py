@@ -164,6 +164,8 @@ class _Scan(NamedTuple):
     seen_anchor: bool
     torn: int
     """Length of a last line without a newline (0 if none)."""
+    run_keys: set[bytes]
+    """The distinct runs, each as its JSON-encoded id."""
 
 
 def _slow_link(line: bytes, expected: bytes, index: int) -> tuple[bytes, bytes | None] | str:
@@ -181,17 +183,29 @@ def _slow_link(line: bytes, expected: bytes, index: int) -> tuple[bytes, bytes |
     return stored.encode(), None if run is None else json.dumps(run, ensure_ascii=False).encode()
 
 
-def _scan(lines: Iterable[bytes], anchor: str | None) -> _Scan:
-    """Walk the chain up to the first problem."""
+def _scan(
+    lines: Iterable[bytes],
+    anchor: str | None,
+    *,
+    expected_hash: str = GENESIS_HASH,
+    start_index: int = 0,
+    run_keys: set[bytes] | None = None,
+) -> _Scan:
+    """Walk the chain up to the first problem.
+
+    By default from the genesis; ``expected_hash``, ``start_index`` and ``run_keys`` resume a walk
+    in the middle of a log (the ``prev_hash`` the next line must carry, its 0-based index, the runs
+    seen so far), as :mod:`retryctl.report._split` does for the lines its fast check leaves over.
+    """
     # Everything here is a local variable on purpose: this loop runs once per record.
     sha256 = hashlib.sha256
-    expected = GENESIS_HASH.encode()
+    expected = expected_hash.encode()
     # A run is kept as its JSON-encoded id (quotes included), the same bytes on both paths.
-    runs: set[bytes] = set()
+    runs: set[bytes] = set() if run_keys is None else run_keys
     last_run_key = b"\x00"  # matches nothing until the first run is seen
     anchor_b = None if anchor is None else anchor.encode()
     seen_anchor = anchor is None
-    index = 0
+    index = start_index
     problem: str | None = None
     torn = 0
     for line in lines:
@@ -237,7 +251,7 @@ def _scan(lines: Iterable[bytes], anchor: str | None) -> _Scan:
             seen_anchor = True
         expected = stored
         index += 1
-    return _Scan(problem, index, expected.decode(), len(runs), seen_anchor, torn)
+    return _Scan(problem, index, expected.decode(), len(runs), seen_anchor, torn, runs)
 
 
 def read_records(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -16,8 +17,10 @@ from rich.console import Console
 
 from retryctl.audit import VerifyReport
 from retryctl.report import (
+    PARALLEL_MIN_BYTES,
     Analysis,
     analyse,
+    audit_log,
     diff_sides,
     render_diff,
     render_html,
@@ -93,9 +96,15 @@ def audit(
     for p in to_verify:
         if not os.path.isfile(p):
             _fail(f"{p}: no such log file")
-    # Verification runs in a second process for large logs while this one analyses them.
-    pending = start_verification(to_verify)
-    analysis = analyse(names) if names else None
+    analysis: Analysis | None
+    if len(names) == 1 and to_verify == names and os.path.getsize(names[0]) >= PARALLEL_MIN_BYTES:
+        # One large log: one pass checks its chain and folds its records, split over two processes.
+        report, analysis = audit_log(names[0], min_bytes=0)
+        pending: Callable[[], list[VerifyReport]] = lambda: [report]  # noqa: E731
+    else:
+        # Verification runs in a second process for large logs while this one analyses them.
+        pending = start_verification(to_verify)
+        analysis = analyse(names) if names else None
     diff_result = _diff(analysis, names, *diff) if diff is not None else None
     summary = summarise(analysis) if analysis is not None else None
     reports = pending()

@@ -7,8 +7,11 @@ charged to the attempt's ``target`` (the model or tool the attempt ran on), whic
 cost by model and tool. A step's outcome is its last verdict, completed by its summary record when
 the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold answer).
 
-The loop below runs once per record (a million of them in ``bench/audit_million.py``): it reads
-plain dicts and keeps its state in slotted objects and local variables on purpose.
+The dict fold below (``_fold``) is the reference: it reads plain dicts. :func:`analyse` reads typed
+records instead (:mod:`retryctl.report._structs`) and folds them with its fast twin
+(:mod:`retryctl.report._fold`), which must agree with it exactly (``tests/report/test_fast.py``);
+:func:`analyse_plain` keeps the reference path callable. Lines the typed decoder refuses still go
+through ``_fold``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
+
+import msgspec
 
 from retryctl.report._load import iter_raw_records
 
@@ -39,58 +44,43 @@ CONFIDENCE_BINS = 20
 _MAX_TOKEN_ROWS = 40  # rows kept for the per-token heat map; more would not be readable anyway
 
 
-class StepOutcome:
-    """How one step (``run_id``, ``step_id``) went, from its verdicts and its summary record."""
+class StepOutcome(msgspec.Struct, array_like=True, gc=False):
+    """How one step (``run_id``, ``step_id``) went, from its verdicts and its summary record.
 
-    __slots__ = (
-        "actions",
-        "answer",
-        "attempts",
-        "gold",
-        "has_summary",
-        "last_action",
-        "last_confidence",
-        "last_reason",
-        "limits",
-        "run_id",
-        "samples",
-        "step_id",
-        "threshold",
-        "usd",
-        "verdicts",
-    )
+    A ``msgspec`` struct (mutable, compared by value): a worker process hands its steps over as
+    msgpack arrays (:mod:`retryctl.report._split`), and making a million of them is cheaper.
+    """
 
-    def __init__(self, run_id: str, step_id: str) -> None:
-        self.run_id = run_id
-        """The run."""
-        self.step_id = step_id
-        """The step within the run."""
-        self.verdicts = 0
-        """Verdict records seen."""
-        self.actions: list[str] = []
-        """Actions in order."""
-        self.attempts = 0
-        """Highest attempt number."""
-        self.samples = 0.0
-        """Samples used (cumulative ledger total, or the summary's ``budget_used``)."""
-        self.usd = 0.0
-        """Cost in USD, likewise."""
-        self.limits: dict[str, Any] = {}
-        """The step's limits by name (``None`` is off), from its last verdict or summary."""
-        self.last_action: str | None = None
-        """The last verdict's action (``None`` for a step with a summary only)."""
-        self.last_confidence: float | None = None
-        """The last verdict's fused confidence."""
-        self.last_reason = ""
-        """The last verdict's reason."""
-        self.threshold: float | None = None
-        """The accept threshold the last verdict was judged against."""
-        self.answer: str | None = None
-        """The summary's ``final_answer``, else the last verdict's answer."""
-        self.gold: str | None = None
-        """The gold answer, when the log carries one (``extra.gold``)."""
-        self.has_summary = False
-        """Whether the run wrote a summary record for this step."""
+    run_id: str
+    """The run."""
+    step_id: str
+    """The step within the run."""
+    verdicts: int = 0
+    """Verdict records seen."""
+    actions: list[str] = msgspec.field(default_factory=list)
+    """Actions in order."""
+    attempts: int | float = 0
+    """Highest attempt number."""
+    samples: int | float = 0.0
+    """Samples used (cumulative ledger total, or the summary's ``budget_used``)."""
+    usd: int | float = 0.0
+    """Cost in USD, likewise."""
+    limits: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The step's limits by name (``None`` is off), from its last verdict or summary."""
+    last_action: str | None = None
+    """The last verdict's action (``None`` for a step with a summary only)."""
+    last_confidence: int | float | None = None
+    """The last verdict's fused confidence."""
+    last_reason: str = ""
+    """The last verdict's reason."""
+    threshold: Any = None
+    """The accept threshold the last verdict was judged against."""
+    answer: Any = None
+    """The summary's ``final_answer``, else the last verdict's answer."""
+    gold: str | None = None
+    """The gold answer, when the log carries one (``extra.gold``)."""
+    has_summary: bool = False
+    """Whether the run wrote a summary record for this step."""
 
     @property
     def accepted(self) -> bool:
@@ -183,7 +173,24 @@ class Analysis:
 
 
 def analyse(paths: Iterable[str | os.PathLike[str]]) -> Analysis:
-    """Read every log in ``paths`` (in order) into one :class:`Analysis`."""
+    """Read every log in ``paths`` (in order) into one :class:`Analysis`.
+
+    Lines are decoded selectively into typed records and folded by the fast twin of the loop below
+    (:mod:`retryctl.report._fold`); :func:`analyse_plain` is the reference it must agree with.
+    """
+    from retryctl.report._split import fold_span  # imports this module
+
+    result = Analysis()
+    with no_cyclic_gc():
+        for path in paths:
+            name = os.fspath(path)
+            result.paths.append(name)
+            fold_span(name, 0, os.path.getsize(name), result)
+    return result
+
+
+def analyse_plain(paths: Iterable[str | os.PathLike[str]]) -> Analysis:
+    """:func:`analyse` by the reference path: every line decoded to a dict and folded by ``_fold``."""
     result = Analysis()
     for path in paths:
         name = os.fspath(path)

@@ -1,8 +1,9 @@
-"""Reading decision-log lines as plain dicts, fast, for analysis.
+"""Reading decision-log lines as plain dicts, for ``--why`` stories and the reference analysis.
 
-Analysis reads every record but needs only a few of its fields, so it skips the pydantic models
-(validating a million records would cost more than the whole analysis) and decodes with ``orjson``
-when it is installed (it is a dependency of LangGraph's stack), else the standard ``json``.
+These readers need every field of a record (or are the reference path), so they decode each line
+whole with ``orjson``; :func:`retryctl.report.analyse` reads typed records instead
+(:mod:`retryctl.report._structs`). Both skip the pydantic models (validating a million records would
+cost more than the whole analysis).
 Integrity is :func:`retryctl.audit.verify_log`'s job; this reader only skips what it cannot decode,
 counting it, so that a report on a damaged log still says what the readable part holds.
 """

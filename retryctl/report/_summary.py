@@ -205,46 +205,48 @@ def _threshold_hints(steps: list[StepOutcome]) -> list[dict[str, Any]]:
 
 
 def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
-    graded = _graded(steps)
-    if not graded:
-        return None
-    right = sum(1 for _, ok in graded if ok)
-    accepted = [ok for s, ok in graded if s.last_action == "accept"]
-    by_samples: dict[float, list[int]] = defaultdict(lambda: [0, 0])
-    for s, ok in graded:
-        cell = by_samples[s.samples]
-        cell[0] += 1
-        cell[1] += ok
-    return {
-        "graded": len(graded),
-        "correct": right,
-        "accuracy": right / len(graded),
-        "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
-        "avg_samples": sum(s.samples for s, _ in graded) / len(graded),
-        "usd": sum(s.usd for s, _ in graded),
-        "by_samples": [
-            {"samples": k, "steps": v[0], "accuracy": v[1] / v[0]} for k, v in sorted(by_samples.items())
-        ],
-    }
-
-
-def _graded(steps: list[StepOutcome]) -> list[tuple[StepOutcome, bool]]:
-    """``(step, correct)`` for each step with a gold answer (:attr:`StepOutcome.correct`, memoised)."""
-    memo: dict[tuple[str, str], bool] = {}  # answers and golds repeat across runs of one task set
-    graded = []
+    # One pass over the steps with a gold answer; the sums are taken over lists, in step order.
+    memo: dict[tuple[Any, Any], bool] = {}  # answers and golds repeat across runs of one task set
+    oks: list[bool] = []
+    accepted: list[bool] = []
+    samples: list[Any] = []
+    usd: list[Any] = []
+    by_samples: dict[float, list[int]] = {}
     for s in steps:
         gold = s.gold
         if gold is None:
             continue
         answer = s.answer
         if answer is None:
-            graded.append((s, False))
-            continue
-        ok = memo.get((answer, gold))
-        if ok is None:
-            ok = memo[(answer, gold)] = answers_match(answer, gold)
-        graded.append((s, ok))
-    return graded
+            ok = False
+        else:
+            known = memo.get((answer, gold))
+            ok = memo[(answer, gold)] = answers_match(answer, gold) if known is None else known
+        oks.append(ok)
+        if s.last_action == "accept":
+            accepted.append(ok)
+        x = s.samples
+        samples.append(x)
+        usd.append(s.usd)
+        cell = by_samples.get(x)
+        if cell is None:
+            cell = by_samples[x] = [0, 0]
+        cell[0] += 1
+        cell[1] += ok
+    if not oks:
+        return None
+    right = sum(oks)
+    return {
+        "graded": len(oks),
+        "correct": right,
+        "accuracy": right / len(oks),
+        "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
+        "avg_samples": sum(samples) / len(oks),
+        "usd": sum(usd),
+        "by_samples": [
+            {"samples": k, "steps": v[0], "accuracy": v[1] / v[0]} for k, v in sorted(by_samples.items())
+        ],
+    }
 
 
 def _samples_hist(steps: list[StepOutcome]) -> list[list[float]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+import retryctl.cli._audit as audit_module
 from retryctl.cli import app
 from tests.report._logs import QUESTIONS, graph_log
 
@@ -107,6 +108,18 @@ class TestAuditCommand:
         result = _audit(str(log), "--html", str(page))
         assert result.exit_code == 0, result.output
         assert page.read_text().count('<svg class="chart"') == 4  # no per-token data in this log
+
+    def test_one_pass_over_two_processes_prints_what_the_plain_path_prints(
+        self, log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        bad = _tamper(log, tmp_path / "bad.jsonl", line=5)
+        for path in (log, bad):
+            plain = _audit(str(path), "--json")
+            monkeypatch.setattr(audit_module, "PARALLEL_MIN_BYTES", 0)  # every log takes the one-pass path
+            fast = _audit(str(path), "--json")
+            monkeypatch.undo()
+            assert fast.exit_code == plain.exit_code
+            assert json.loads(fast.stdout) == json.loads(plain.stdout)
 
     def test_missing_log_is_a_usage_error(self, tmp_path: Path) -> None:
         result = _audit(str(tmp_path / "absent.jsonl"))

@@ -1,0 +1,242 @@
+"""The analysis fold over typed records (:mod:`retryctl.report._structs`), the fast twin of ``_fold``.
+
+It computes exactly what the dict fold in :mod:`retryctl.report._analysis` computes, record for
+record; ``tests/report/test_fast.py`` folds varied logs both ways and compares. Two things are
+deferred to the end of a batch, in a way that keeps results identical: counters are fed from lists
+(``Counter.update`` inserts keys in first-seen order, as ``+= 1`` per record does), and the cost a
+verdict charges to its target is kept in per-target lists, in file order, then added to the totals
+one after the other (:meth:`Pending.apply`), so that the float sums are the same bits. Keeping the
+charges as lists also lets a second process fold the second half of a log and hand its charges over
+to be added after the first half's (:mod:`retryctl.report._split`).
+
+A line the typed decoder refused arrives here as a dict and goes through the dict fold, after
+everything pending has been applied, so that order is kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from functools import reduce
+from itertools import repeat
+from operator import add, mul
+from typing import Any
+
+from retryctl.report._analysis import CONFIDENCE_BINS, Analysis, StepOutcome, _fold, _token_rows
+from retryctl.report._structs import UNSET, Record
+
+__all__ = ["Pending", "fold_records"]
+
+_MAX_ROWS = 40  # keep in step with _analysis._MAX_TOKEN_ROWS
+_INTERNED = 50_000
+
+
+class Pending:
+    """The costs a fold charged to each target, in file order, not yet added to the totals."""
+
+    __slots__ = ("floats", "mixed", "samples", "strings", "usd")
+
+    def __init__(self) -> None:
+        self.samples: dict[Any, list[Any]] = {}
+        """Samples charged, per target, in file order."""
+        self.usd: dict[Any, list[Any]] = {}
+        """USD charged, per target, in file order."""
+        self.mixed = False
+        """Whether a dict record was folded (what was pending was applied before it)."""
+        self.strings: dict[str, str] = {}
+        """One object per distinct string value kept in a step (bounded: see :func:`_count`)."""
+        self.floats: dict[float, float] = {}
+        """One object per distinct positive float kept in a step (positive: ``-0.0 == 0.0``)."""
+
+    def apply(self, out: Analysis) -> None:
+        """Add the pending charges to ``out``'s totals and start empty."""
+        add_charges(out.target_samples, self.samples)
+        add_charges(out.target_usd, self.usd)
+        self.samples.clear()  # in place: a fold in progress holds these dicts
+        self.usd.clear()
+
+
+def add_charges(totals: Counter[Any], charges: dict[Any, list[Any]]) -> None:
+    """``totals[t] += c`` for each charge ``c`` of each target, in order (the same float sums)."""
+    for target, cs in charges.items():
+        totals[target] = reduce(add, cs, totals.get(target, 0))
+
+
+def fold_records(items: Iterable[Record | dict[str, Any]], out: Analysis, pending: Pending) -> None:  # noqa: PLR0915 - the hot loop, inlined on purpose
+    """Fold records into ``out``; counters and charges go to ``pending`` (see :meth:`Pending.apply`)."""
+    steps = out.steps
+    steps_get = steps.get
+    runs_add = out.runs.add
+    rows = out.token_rows
+    # Counted at the end of the batch, while the strings are still in the cache.
+    actions: list[str] = []
+    transitions: list[tuple[str, str]] = []
+    targets: list[Any] = []
+    error_classes: list[Any] = []
+    confidences: list[int | float] = []
+    actions_append = actions.append
+    trans_append = transitions.append
+    targets_append = targets.append
+    errors_append = error_classes.append
+    conf_append = confidences.append
+    p_samples, p_usd = pending.samples, pending.usd
+    # Equal values the steps keep (actions, reasons, answers, costs) become one object: the steps'
+    # fields are then few objects, which the summary reads many times over (twice as fast).
+    strs = pending.strings.setdefault
+    floats = pending.floats.setdefault
+    # The step of the previous record: consecutive records of one step skip the lookup.
+    step: Any = None
+    step_run: Any = None
+    step_id: Any = None
+    n = verdicts = summaries = repairs = 0
+    r: Any
+    for r in items:
+        n += 1
+        if type(r) is dict:
+            _count(out, (actions, transitions, targets, error_classes, confidences), pending)
+            pending.apply(out)
+            pending.mixed = True
+            _fold([r], out)
+            n -= 1  # _fold counted it
+            step = None
+            continue
+        kind = r.kind
+        if kind == "verdict":
+            verdicts += 1
+            if r.step_id != step_id or r.run_id != step_run or step is None:
+                step_run = r.run_id
+                step_id = r.step_id
+                step = steps_get((step_run, step_id))
+                if step is None:
+                    step = steps[(step_run, step_id)] = StepOutcome(step_run, step_id)
+                    runs_add(step_run)
+            action = strs(r.action, r.action)
+            actions_append(action)
+            trans_append((step.last_action or "start", action))
+            step.actions.append(action)
+            step.verdicts += 1
+            step.last_action = action
+            confidence = r.confidence
+            step.last_confidence = confidence
+            if confidence is not None:
+                conf_append(confidence)
+            step.last_reason = strs(r.reason, r.reason)
+            attempt = r.attempt
+            if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
+                step.attempts = attempt
+            answer = r.answer
+            if answer is not None and not step.has_summary:
+                step.answer = strs(answer, answer) if type(answer) is str else answer
+            thresholds = r.thresholds
+            if thresholds is not None and thresholds.accept is not UNSET:
+                accept = thresholds.accept
+                step.threshold = floats(accept, accept) if type(accept) is float and accept > 0 else accept
+            target = r.target or "(none)"
+            targets_append(target)
+            budget = r.budget
+            if budget is not None:
+                used = budget.used
+                if used is not None:
+                    samples = used.samples
+                    d = samples - step.samples
+                    if d > 0:
+                        step.samples = floats(samples, samples) if type(samples) is float else samples
+                        try:
+                            p_samples[target].append(d)
+                        except KeyError:
+                            p_samples[target] = [d]
+                    usd = used.usd
+                    d = usd - step.usd
+                    if d > 0:
+                        step.usd = floats(usd, usd) if type(usd) is float else usd
+                        try:
+                            p_usd[target].append(d)
+                        except KeyError:
+                            p_usd[target] = [d]
+                limit = budget.limit
+                if limit:
+                    step.limits = limit
+            error_class = r.error_class
+            if error_class is not None:
+                errors_append(error_class)
+            candidates = r.candidates_summary
+            if candidates is not None and candidates.tool is not UNSET:
+                out.tools.add(target)
+            extra = r.extra
+            if extra is not None and (
+                extra.gold is not UNSET
+                or extra.token_entropy is not UNSET
+                or extra.token_logprobs is not UNSET
+            ):
+                holder = extra.as_dict()
+                if "gold" in holder:
+                    step.gold = str(holder["gold"])
+                if len(rows) < _MAX_ROWS:
+                    _token_rows(out, f"{step_run}/{step_id} #{attempt}", holder)
+        elif kind == "summary":
+            summaries += 1
+            if r.step_id != step_id or r.run_id != step_run or step is None:
+                step_run = r.run_id
+                step_id = r.step_id
+                step = steps_get((step_run, step_id))
+                if step is None:
+                    step = steps[(step_run, step_id)] = StepOutcome(step_run, step_id)
+                    runs_add(step_run)
+            step.has_summary = True
+            answer = r.final_answer
+            step.answer = strs(answer, answer) if type(answer) is str else answer
+            used = r.budget_used
+            if used is None:
+                step.samples = max(step.samples, 0.0)
+                step.usd = max(step.usd, 0.0)
+            else:
+                samples = float(used.samples)
+                if samples > step.samples:
+                    step.samples = floats(samples, samples)
+                usd = float(used.usd)
+                if usd > step.usd:
+                    step.usd = floats(usd, usd)
+            limit = r.budget_max
+            if limit:
+                step.limits = limit
+            extra = r.extra
+            if extra is not None:
+                if extra.gold is not UNSET:
+                    gold = str(extra.gold)
+                    step.gold = strs(gold, gold)
+                if (extra.token_entropy is not UNSET or extra.token_logprobs is not UNSET) and len(
+                    rows
+                ) < _MAX_ROWS:
+                    _token_rows(out, f"{step_run}/{step_id} summary", extra.as_dict())
+            history = r.sampling_history
+            if history and len(rows) < _MAX_ROWS:
+                for i, item in enumerate(history):
+                    if isinstance(item, dict):
+                        _token_rows(out, f"{step_run}/{step_id} sample {i + 1}", item)
+        elif kind == "repair":
+            repairs += 1
+    _count(out, (actions, transitions, targets, error_classes, confidences), pending)
+    out.records += n
+    out.verdict_records += verdicts
+    out.summary_records += summaries
+    out.repair_records += repairs
+
+
+def _count(
+    out: Analysis, columns: tuple[list[Any], list[Any], list[Any], list[Any], list[Any]], pending: Pending
+) -> None:
+    """Add a batch's columns (actions, transitions, targets, error classes, confidences) to ``out``'s
+    counters, in order: keys keep their first-seen order."""
+    if len(pending.strings) > _INTERNED or len(pending.floats) > _INTERNED:  # mostly distinct values
+        pending.strings.clear()
+        pending.floats.clear()
+    actions, transitions, targets, error_classes, confidences = columns
+    out.actions.update(actions)
+    out.transitions.update(transitions)
+    out.target_attempts.update(targets)
+    out.error_classes.update(error_classes)
+    hist, last = out.confidence_hist, CONFIDENCE_BINS - 1
+    for b, k in Counter(map(int, map(mul, confidences, repeat(CONFIDENCE_BINS)))).items():
+        hist[b if b < last else last] += k
+    for column in columns:
+        column.clear()

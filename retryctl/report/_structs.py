@@ -1,0 +1,115 @@
+"""Typed, selective decoding of decision-log lines for the audit's fast path.
+
+``msgspec`` decodes a line straight into the small structs below, reading only the fields the audit
+uses and skipping the rest without building them (about 1 µs a line against 2.7 µs for a full
+``orjson`` decode into dicts). The types are chosen so that whatever they accept folds exactly as the
+plain dict does (:mod:`retryctl.report._analysis`): a field is typed only as tightly as the fold reads
+it, ``Any`` where the fold takes any value, and :data:`UNSET` marks a key that is absent where absence
+and ``null`` differ. A line they do not accept (a value of an unexpected type, or not JSON at all) is
+decoded by ``orjson`` instead and folded as a dict, so the two paths agree line by line.
+
+Known difference, on lines no JSON encoder writes: a number too large for a double in a field the
+audit does not read is skipped here, while ``orjson`` rejects the whole line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import orjson
+
+__all__ = [
+    "UNSET",
+    "Budget",
+    "Candidates",
+    "Extra",
+    "Record",
+    "Thresholds",
+    "Used",
+    "decode_fallback",
+    "decoder",
+]
+
+UNSET: Any = msgspec.UNSET
+"""The value of a field whose key the line does not have."""
+
+
+class Used(msgspec.Struct, gc=False):
+    """``budget.used`` of a verdict, ``budget_used`` of a summary."""
+
+    samples: int | float = 0.0
+    usd: int | float = 0.0
+
+
+class Budget(msgspec.Struct, gc=False):
+    """A verdict's ``budget``."""
+
+    used: Used | None = None
+    limit: dict[str, Any] | None = None
+
+
+class Thresholds(msgspec.Struct, gc=False):
+    """A verdict's ``thresholds``: only ``accept`` is read."""
+
+    accept: Any = UNSET
+
+
+class Extra(msgspec.Struct, gc=False):
+    """The keys of ``extra`` the audit reads (a gold answer, per-token data)."""
+
+    gold: Any = UNSET
+    token_entropy: Any = UNSET
+    token_logprobs: Any = UNSET
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys present, as the plain path would see them."""
+        return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not UNSET}
+
+
+class Candidates(msgspec.Struct, gc=False):
+    """A verdict's ``candidates_summary``: only whether it has a ``tool`` key."""
+
+    tool: Any = UNSET
+
+
+class Record(msgspec.Struct, gc=False):
+    """One log line, verdict or summary (or any other kind, counted only)."""
+
+    kind: str = ""
+    run_id: str = ""
+    step_id: str = ""
+    # verdicts
+    action: str = "?"
+    confidence: int | float | None = None
+    reason: str = ""
+    attempt: int | float = 0
+    answer: Any = None
+    thresholds: Thresholds | None = None
+    budget: Budget | None = None
+    target: Any = None
+    error_class: Any = None
+    extra: Extra | None = None
+    candidates_summary: Candidates | None = None
+    # summaries
+    final_answer: Any = None
+    budget_used: Used | None = None
+    budget_max: dict[str, Any] | None = None
+    sampling_history: list[Any] | None = None
+    # the chain (verification reads these; any type is accepted so that analysis never falls back on them)
+    prev_hash: Any = None
+    schema: Any = None
+    hash: Any = None
+
+
+decoder = msgspec.json.Decoder(Record)
+"""Decodes one line (or, with ``decode_lines``, a block of lines) into :class:`Record`."""
+
+
+def decode_fallback(line: bytes) -> dict[str, Any] | None:
+    """A line :data:`decoder` refused, as the plain path reads it: a dict, or ``None`` (not an object)."""
+    try:
+        obj = orjson.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
