@@ -69,6 +69,14 @@ def _diff(analysis: Analysis | None, logs: list[str], a: str, b: str) -> dict[st
     return diff_sides(a, side_figures(analysis, run_id=a), b, side_figures(analysis, run_id=b))
 
 
+def _check_files(paths: list[str]) -> None:
+    for p in paths:
+        if os.path.isdir(p):
+            _fail(f"{p}: is a directory; give the decision log files in it (e.g. {p}/*.jsonl)")
+        if not os.path.isfile(p):
+            _fail(f"{p}: no such log file")
+
+
 def audit(
     logs: Annotated[
         list[Path] | None, typer.Argument(help="Decision logs (JSONL) to audit.", show_default=False)
@@ -93,9 +101,7 @@ def audit(
         _fail("give at least one LOG (or --diff LOG_A LOG_B)")
     diff_logs = list(diff) if diff is not None and all(map(os.path.isfile, diff)) else []
     to_verify = names + [p for p in diff_logs if p not in names]
-    for p in to_verify:
-        if not os.path.isfile(p):
-            _fail(f"{p}: no such log file")
+    _check_files(to_verify)
     analysis: Analysis | None
     if len(names) == 1 and to_verify == names and os.path.getsize(names[0]) >= PARALLEL_MIN_BYTES:
         # One large log: one pass checks its chain and folds its records, split over two processes.

@@ -59,15 +59,15 @@ class Verdict(BaseModel):
 
     action: Action
     reason: str
-    confidence: float | None = None
-    """Fused confidence in [0, 1] of the best candidate, when candidates exist."""
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Fused confidence in [0, 1] of the best candidate, when candidates exist (NaN is refused)."""
     answer: str | None = None
     """The best candidate's canonical answer, when there is one."""
     switch_to: str | None = None
     """For ``switch``: the tool or model to switch to."""
     feedback: str | None = None
     """For ``refine``: the message for the model, naming the failed check and its evidence."""
-    retry_after_s: float | None = None
+    retry_after_s: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     """For ``retry``: the delay the fault asked for (``Retry-After``), if any."""
     evidence: Evidence = Field(default_factory=Evidence)
 

@@ -124,3 +124,8 @@ class TestAuditCommand:
     def test_missing_log_is_a_usage_error(self, tmp_path: Path) -> None:
         result = _audit(str(tmp_path / "absent.jsonl"))
         assert result.exit_code == 2 and "no such log file" in result.output
+
+    def test_a_directory_is_a_usage_error_that_says_so(self, tmp_path: Path) -> None:
+        result = _audit(str(tmp_path))
+        assert result.exit_code == 2 and "is a directory" in result.output
+        assert "Traceback" not in result.output

@@ -1,3 +1,5 @@
+import math
+
 import pydantic
 import pytest
 from hypothesis import given
@@ -8,7 +10,7 @@ from retryctl.controller._errors import Classification, ErrorClass
 from retryctl.controller._ledger import Exhaustion
 from retryctl.controller._policy import Policy
 from retryctl.controller._signals import Signal, ValidatorResult
-from retryctl.controller._verdict import Action
+from retryctl.controller._verdict import Action, Verdict
 from retryctl.controller.stopping import StopDecision, Tally
 
 
@@ -254,3 +256,23 @@ class TestDecideReasons:
     def test_a_clear_margin_keeps_two_decimals(self):
         verdict = decide(_agreeing())
         assert "confidence 0.97 >= threshold 0.80" in verdict.reason
+
+
+class TestVerdictFields:
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("confidence", math.nan),
+            ("confidence", 1.5),
+            ("confidence", -0.1),
+            ("retry_after_s", -1.0),
+            ("retry_after_s", math.inf),
+        ],
+    )
+    def test_out_of_range_values_are_refused_naming_the_field(self, field: str, value: float) -> None:
+        with pytest.raises(pydantic.ValidationError, match=field):
+            Verdict.model_validate({"action": "accept", "reason": "r", field: value})
+
+    def test_the_bounds_themselves_are_accepted(self) -> None:
+        assert Verdict(action=Action.ACCEPT, reason="r", confidence=1.0).confidence == 1.0
+        assert Verdict(action=Action.STOP, reason="r", confidence=0.0, retry_after_s=0.0).retry_after_s == 0.0
