@@ -161,7 +161,7 @@ class TestDecisionLog:
 
         with DecisionLog(log_path) as log:
             log.record_verdict(
-                make_verdict(confidence=value),
+                make_verdict(confidence=value if value <= 1 else None),  # a confidence is in [0, 1]
                 **{**_verdict_kwargs(0), "latency_ms": value, "candidates_summary": {"x": [value, -value]}},
             )
             log.record_verdict(make_verdict(), **_verdict_kwargs(1))
