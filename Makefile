@@ -78,6 +78,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed-demo
 
 # The demo agent, offline on the embedded model; make demo Q="What is 17 * 23?" asks your own question.
+# The demo needs only the sandbox's package (a target-specific value reaches the `system` prerequisite).
+demo: SYSTEM_PACKAGES := bubblewrap
 demo: system $(VENV)/.installed-demo
 	$(BIN)/retryctl demo $(if $(Q),"$(Q)",)
 
