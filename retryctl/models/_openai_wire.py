@@ -175,22 +175,6 @@ def _tool_calls(choice: _Choice) -> tuple[ToolCall, ...]:
     )
 
 
-def _scrub_surrogates(value: Any) -> Any:
-    """``value`` with every lone surrogate replaced by U+FFFD.
-
-    ``json.loads`` turns an escape such as ``\\ud800`` into a lone surrogate, which is no character
-    and cannot be written as UTF-8: left in a candidate, it would fail the decision log's write
-    mid-graph. Valid pairs were already joined by the decoder, so whatever surrogate is left is lone.
-    """
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_scrub_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrub_surrogates(v) for k, v in value.items()}
-    return value
-
-
 def parse_completion(
     body: str,
     *,
@@ -210,8 +194,6 @@ def parse_completion(
             body=body,
             status_code=status_code,
         ) from exc
-    if "\\ud" in body.lower():
-        data = _scrub_surrogates(data)
     try:
         completion = _Completion.model_validate(data)
     except ValidationError as exc:

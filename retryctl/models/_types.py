@@ -192,6 +192,20 @@ class TokenLogprob:
     """The most likely tokens at this position with their logprobs, most likely first."""
 
 
+def writable_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD.
+
+    A JSON escape such as ``\\ud800`` decodes to a lone surrogate, which is no character and cannot be
+    written as UTF-8: left in a candidate, it would fail the decision log's write mid-graph. Valid pairs
+    were already joined by the JSON decoder, so whatever surrogate is left is lone.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """A call the model asked for. ``arguments_json`` is the model's text; :meth:`arguments` parses it."""
@@ -202,6 +216,11 @@ class ToolCall:
     """The arguments as the model wrote them (JSON text, which may be invalid)."""
     id: str = ""
     """The call id, when the backend gives one."""
+
+    def __post_init__(self) -> None:
+        # Every backend's model text passes here (see writable_text).
+        object.__setattr__(self, "name", writable_text(self.name))
+        object.__setattr__(self, "arguments_json", writable_text(self.arguments_json))
 
     def arguments(self) -> dict[str, Any]:
         """The arguments as a dict; ``ValueError`` if the model's JSON is not an object."""
@@ -237,6 +256,12 @@ class Candidate:
     """How its structure was constrained, for structured answers and tool calls."""
     notes: tuple[str, ...] = ()
     """Facts worth logging (e.g. a grammar relaxed from strict to lenient)."""
+
+    def __post_init__(self) -> None:
+        # Every backend's answers pass here (see writable_text).
+        object.__setattr__(self, "text", writable_text(self.text))
+        if self.answer is not None:
+            object.__setattr__(self, "answer", writable_text(self.answer))
 
     @property
     def token_logprobs(self) -> tuple[float, ...] | None:

@@ -86,3 +86,19 @@ class TestCandidate:
         )
         assert cand.token_logprobs == (-0.1, -0.2)
         assert Candidate(text="x", model="m").token_logprobs is None
+
+
+class TestLoneSurrogates:
+    # A JSON escape "\ud800" decodes to a lone surrogate, which UTF-8 (the decision log) cannot carry.
+    def test_candidate_text_and_answer_become_writable(self):
+        c = Candidate(text="a\ud800b \U0001f600", model="m", answer="\udc00")
+        assert c.text == "a\ufffdb \U0001f600" and c.answer == "\ufffd"
+        c.text.encode()
+
+    def test_tool_call_name_and_arguments_become_writable(self):
+        call = ToolCall(name="f\udc00", arguments_json='{"q": "\ud800"}')
+        assert call.name == "f\ufffd" and call.arguments() == {"q": "\ufffd"}
+
+    def test_valid_text_is_kept_as_it_is(self):
+        text = "ünïcode \U0001f600 text"
+        assert Candidate(text=text, model="m").text is text
