@@ -9,9 +9,10 @@ summary record with a gold answer per question. Printed separately, best of 3 ea
 time and the load average (other work on the machine shows in the wall times): ``verify_log`` (the
 chain), ``analyse`` (typed decode and fold), ``summarise`` (the sections), the plain analysis once
 for reference (it must give the same summary), ``audit_log`` in one process (chain and fold in one
-pass), then ``audit_log`` in two processes plus ``summarise`` (what the command does for a log over
-64 MB); ``--cli`` also times the whole command in a fresh process (``retryctl audit LOG --json``,
-interpreter start-up and imports included).
+pass), then ``audit_summary`` in two processes (what the command does for a log over 64 MB when only
+the summary is asked for: each process totals its own half's steps); ``--cli`` also times the whole
+command in a fresh process, best of 3 (``retryctl audit LOG --json``, interpreter start-up and
+imports included): that is the figure judged against the 3 s target.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from retryctl.audit import verify_log
 from retryctl.audit._canonical import GENESIS_HASH, encode_line
 from retryctl.audit._records import SummaryBody, VerdictBody, summary_fields, verdict_fields
 from retryctl.controller import Action, Evidence, Verdict
-from retryctl.report import analyse, audit_log, summarise
+from retryctl.report import analyse, audit_log, audit_summary, summarise
 from retryctl.report._analysis import analyse_plain
 
 _PATTERNS = [
@@ -189,16 +190,16 @@ def main() -> None:
         print(f"  audit_log, one process:   {best_o:.2f} s, {cpu_o:.2f} CPU-s (best of 3: {fmt(to)})")
 
         def command() -> None:
-            report, analysis = audit_log(path, min_bytes=0)
-            summarise(analysis)
+            report, got = audit_summary(path, min_bytes=0)
             assert report.ok
+            assert json.dumps(got) == json.dumps(summary), "the two processes' summary must match"
 
         children = _children_cpu()
         best_p, tp, cpu_p, _ = _best(command)
         worker = (_children_cpu() - children) / 3
         verdict = "meets" if best_p <= 3.0 else "MISSES"
         print(
-            f"  audit_log in two processes + summarise (what the command does): {best_p:.2f} s "
+            f"  audit_summary, two processes (what the command does): {best_p:.2f} s "
             f"(best of 3: {fmt(tp)}; this process {cpu_p:.2f} CPU-s, worker {worker:.2f} CPU-s on average; "
             f"{verdict} the 3 s target; {_load()})"
         )
@@ -215,17 +216,20 @@ def main() -> None:
             cmd = [sys.executable, "-c", "from retryctl.cli import main; main()", "audit", path, "--json"]
             load = _load()
             children = _children_cpu()
-            start = time.perf_counter()
-            done = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
-            took = time.perf_counter() - start
-            cpu = _children_cpu() - children
+
+            def cli() -> int:
+                return subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False).returncode
+
+            took, tc, _, code = _best(cli)
+            cpu = (_children_cpu() - children) / 3
             print(
-                f"retryctl audit LOG --json (new process, exit {done.returncode}): {took:.2f} s, "
-                f"{cpu:.2f} CPU-s in both processes ({load} before, {_load()} after)"
+                f"retryctl audit LOG --json (new process, exit {code}): {took:.2f} s "
+                f"(best of 3: {fmt(tc)}), {cpu:.2f} CPU-s in both processes on average "
+                f"({load} before, {_load()} after)"
             )
             figures["cli_s"] = round(took, 3)
             figures["cli_cpu_s"] = round(cpu, 3)
-            figures["cli_exit"] = done.returncode
+            figures["cli_exit"] = code
         figures["load"] = round(os.getloadavg()[0], 2)
         if args.json:
             print(json.dumps(figures))

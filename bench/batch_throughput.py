@@ -16,15 +16,20 @@ real completions take. The target is judged there. The 200 ms figures are measur
 (the default is ``--latency 0.2 1.0``), and ``--curve`` measures concurrency 64 at 0.2, 0.5, 1 and 2 s.
 Every figure is printed with its latency and the machine's 1-minute load average before and after it.
 
-Client CPU per task (``time.process_time``) is printed too, with what it predicts. With a fixed latency
-the tasks of a wave get their answers together, and the event loop serves them round-robin (every
-``await`` goes to the back of the queue), so each finishes only when the whole wave's CPU work is done,
-and the next wave starts together again: a wave takes about ``latency * calls + concurrency *
-cpu_per_task``, i.e. a fraction of ``latency * calls / (latency * calls + concurrency * cpu_per_task)``
-(the "wave bound"). At high concurrency that bound, not the server or the runner's semaphore, is what
-limits the figure. ``--jitter J`` draws each server delay from ``latency * [1 - J, 1 + J]`` (the ideal
-then uses the delays actually drawn): real servers vary, which breaks the waves up; it is reported
-separately, never as the headline.
+Client CPU per task (``time.process_time``) is printed too, with the "wave bound" it implies. With a
+fixed latency the tasks of a wave get their answers together; if the event loop served them
+round-robin (every ``await`` goes to the back of the queue), each would finish only when the whole
+wave's CPU work was done, and the next wave would start together again: a wave would take about
+``latency * calls + concurrency * cpu_per_task``, a fraction of ``latency * calls / (latency * calls +
+concurrency * cpu_per_task)`` of ideal. That bound limited the runner (77-83 % at 1 s) until it gave
+its tasks a FIFO turn (``retryctl/_turn.py``, ``BatchConfig.turn``): one task's CPU work at a time,
+from one model call to the next, and a finishing task's turn goes straight to the task taking its
+place. The requests then leave one task's CPU work apart and the waves never form; what is left is
+the first wave's spread (``concurrency * cpu_per_task``, paid once per run, so more ``--waves`` score
+higher), CPython's full garbage collections (about 0.1 s each, every second or two) and the CPU itself.
+``--jitter J`` draws each server delay from ``latency * [1 - J, 1 + J]`` (the ideal then uses the
+delays actually drawn): real servers vary, which breaks waves up too; it is reported separately, never
+as the headline.
 """
 
 from __future__ import annotations
@@ -171,8 +176,8 @@ def describe(row: dict[str, Any], judged_at: float) -> str:
         f"{row['tasks']:>4} tasks in {row['elapsed_s']:6.2f} s, ideal {row['ideal_s']:6.2f} s -> "
         f"{row['fraction']:6.1%} of ideal{met}; {row['calls_per_task']:.2f} calls/task, "
         f"{row['max_in_flight']} in flight at most, client CPU {row['client_cpu_ms_per_task']:.1f} ms/task "
-        f"(wave bound {row['wave_bound']:.0%}), load {row['load_1m_before']:.2f} -> {row['load_1m']:.2f}, "
-        f"{row['statuses']}"
+        f"(lock-step wave bound {row['wave_bound']:.0%}), "
+        f"load {row['load_1m_before']:.2f} -> {row['load_1m']:.2f}, {row['statuses']}"
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
+from retryctl._turn import yielded_turn
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
     NO_ANSWER,
@@ -202,7 +203,8 @@ class ToolBackend:
         """``k`` expressions of the model, each evaluated by the tool."""
         asked = normalise_messages(messages)
         drawn = await self.model.sample(expression_prompt(asked), self._params(params), k=k)
-        return [await asyncio.to_thread(self.evaluate, c, asked) for c in drawn]
+        async with yielded_turn():  # the tool runs in a thread (the python tool in a sandbox)
+            return [await asyncio.to_thread(self.evaluate, c, asked) for c in drawn]
 
     def sample_sync(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1

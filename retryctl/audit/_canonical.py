@@ -39,12 +39,18 @@ __all__ = [
     "PREV_KEY",
     "RUN_KEY",
     "SCHEMA_KEY",
+    "SCHEMA_VERSION",
     "canonical_bytes",
     "encode_line",
     "fast_line_hash",
     "loads_strict",
     "record_hash",
 ]
+
+SCHEMA_VERSION = 1
+"""The version written in every record's ``schema`` field; bumped on any incompatible change."""
+# Defined here, not in ``_records`` (which re-exports it), so that the verifier can check it without
+# importing pydantic and the record models.
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first record of a log."""

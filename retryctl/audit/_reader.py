@@ -24,9 +24,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, NamedTuple
 
 from retryctl.audit._canonical import (
     GENESIS_HASH,
@@ -34,17 +32,14 @@ from retryctl.audit._canonical import (
     PREV_KEY,
     RUN_KEY,
     SCHEMA_KEY,
+    SCHEMA_VERSION,
     loads_strict,
     record_hash,
 )
-from retryctl.audit._records import (
-    SCHEMA_VERSION,
-    RepairRecord,
-    SummaryRecord,
-    VerdictRecord,
-    parse_record,
-)
 from retryctl.exceptions import LogIntegrityError
+
+if TYPE_CHECKING:
+    from retryctl.audit._records import RepairRecord, SummaryRecord, VerdictRecord
 
 __all__ = ["VerifyReport", "read_records", "verify_log"]
 
@@ -263,6 +258,12 @@ def read_records(
     for that. A line that cannot be read as a record raises
     :class:`~retryctl.exceptions.LogIntegrityError` naming it.
     """
+    # Imported here, not at the top: the record models (pydantic, retryctl.controller) take ~0.2 s to
+    # import, and verify_log, all that `retryctl audit` needs of this module, does not use them.
+    from pydantic import ValidationError
+
+    from retryctl.audit._records import parse_record
+
     name = os.fspath(path)
     with open(name, "rb", buffering=_READ_BUFFER) as f:
         settled = _settled_size(f.fileno())

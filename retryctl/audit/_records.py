@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from retryctl.audit._canonical import SCHEMA_VERSION
 from retryctl.controller import Action, Verdict
 
 __all__ = [
@@ -35,9 +36,6 @@ __all__ = [
     "summary_fields",
     "verdict_fields",
 ]
-
-SCHEMA_VERSION = 1
-"""The version written in every record's ``schema`` field; bumped on any incompatible change."""
 
 _HEX64 = r"^[0-9a-f]{64}$"
 

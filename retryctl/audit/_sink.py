@@ -28,12 +28,12 @@ from typing import Any, NoReturn
 from retryctl.audit._canonical import (
     GENESIS_HASH,
     HASH_RE,
+    SCHEMA_VERSION,
     encode_line,
     fast_line_hash,
     loads_strict,
     record_hash,
 )
-from retryctl.audit._records import SCHEMA_VERSION
 from retryctl.exceptions import LogIntegrityError
 
 __all__ = ["ChainSink"]

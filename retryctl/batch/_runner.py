@@ -1,6 +1,6 @@
 """Running a graph over tasks: bounded concurrency, per-task infrastructure retries, the batch breaker.
 
-Tasks start in file order while a semaphore has room (``concurrency``). Each runs
+Tasks start in file order, at most ``concurrency`` at once: each finishing task starts the next. Each runs
 ``graph.ainvoke({"messages": [HumanMessage(question)]}, config)`` with the task id as
 ``configurable.run_id`` and ``batch-<id>`` as ``configurable.thread_id``: both come from the id alone,
 so they are the same on every try, in every process and on every ``--resume``. The controller inside
@@ -24,22 +24,30 @@ task would redo that step (plan again, under new tool-call ids the tool journal 
 Every finished task is appended to the results file at once, so a crash loses nothing finished. When
 the batch breaker trips, no new task starts; tasks already running finish and are written, and
 :class:`BatchOutcome` says why the batch paused.
+
+The tasks share the event loop through a :class:`~retryctl._turn.Turn` (``BatchConfig.turn``): one task
+at a time does its CPU work, from one model call, tool call or backoff to the next, in the order they
+became ready. Without it, tasks whose answers arrive together advance in lock-step and each sends its
+next request only after all of their CPU work is done (see :mod:`retryctl._turn`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import importlib
 import inspect
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import HumanMessage
 from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, wait_exponential
 
+from retryctl._turn import Ticket, Turn, yielding
 from retryctl.batch._files import ResultsFile, Task
 from retryctl.batch._outcome import BatchBreaker, error_line, result_line
 from retryctl.exceptions import ConfigError
@@ -162,6 +170,9 @@ class BatchConfig:
     """Backoff multiplier in seconds (the wait doubles per try, capped at 30 s); 0 retries at once."""
     breaker_k: int | None = 5
     """Pause after this many consecutive tasks ended at their maximum budget; ``None`` never pauses."""
+    turn: bool = True
+    """Run one task's CPU work at a time, first ready first, between its model calls, tool calls and
+    backoffs (:mod:`retryctl._turn`); ``False`` lets the tasks interleave at every ``await``."""
 
     def __post_init__(self) -> None:
         # Types first: a string from a config file would otherwise fail as "'<' not supported".
@@ -171,6 +182,8 @@ class BatchConfig:
                 isinstance(value, bool) or not isinstance(value, int)
             ):
                 raise ConfigError(field=name, value=value, problem="must be an integer")
+        if not isinstance(self.turn, bool):
+            raise ConfigError(field="turn", value=self.turn, problem="must be true or false")
         wait = self.retry_wait_s
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait):
             raise ConfigError(field="retry_wait_s", value=wait, problem="must be a finite number of seconds")
@@ -194,6 +207,9 @@ class BatchOutcome:
     """Why the batch breaker paused the batch, or ``None``."""
     not_started: list[str] = field(default_factory=list)
     """Ids of tasks left for a later ``--resume``."""
+    turn_off: str | None = None
+    """Why the batch's turn switched itself off (a task kept it while awaiting something the library
+    cannot see, so the tasks interleaved as without it), or ``None``."""
 
 
 async def run_batch(
@@ -210,33 +226,74 @@ async def run_batch(
     outcome = BatchOutcome()
     invoke = _invoker(graph)
     breaker = BatchBreaker(config.breaker_k)
-    gate = asyncio.Semaphore(config.concurrency)
+    turn = Turn() if config.turn else None
     running: set[asyncio.Task[None]] = set()
+    started = 0
 
-    async def one(task: Task) -> None:
-        try:
-            line = await _run_task(invoke, task, config, asleep, clock)
-            results.append(line)
-            outcome.lines.append(line)
-            if breaker.record(line) and outcome.paused is None:
-                outcome.paused = breaker.explain()
-            if on_done is not None:
-                on_done(line)
-        finally:
-            gate.release()
-
-    for index, task in enumerate(tasks):
-        await gate.acquire()
+    def start_next(predecessor: Ticket | None) -> None:
+        """Start the next task in file order, unless the breaker paused the batch. A finishing task
+        calls this while it holds the turn, so its successor takes the turn straight from it: the
+        slot's work (one task's end, the next one's start up to its first request) runs as one."""
+        nonlocal started
+        if started >= len(tasks):
+            return
         if outcome.paused is not None:
-            gate.release()
-            outcome.not_started = [t.id for t in tasks[index:]]
-            break
-        job = asyncio.create_task(one(task))
+            outcome.not_started = [t.id for t in tasks[started:]]
+            started = len(tasks)
+            return
+        task = tasks[started]
+        started += 1
+        ticket = turn.ticket(after=predecessor) if turn is not None else None
+        job = asyncio.create_task(one(task, ticket))
         running.add(job)
         job.add_done_callback(running.discard)
-    if running:
-        await asyncio.gather(*running)
+
+    async def one(task: Task, ticket: Ticket | None) -> None:
+        cancelled = False
+        async with turn.hold(ticket) if turn is not None else contextlib.nullcontext():
+            try:
+                line = await _run_task(invoke, task, config, asleep, clock)
+                results.append(line)
+                outcome.lines.append(line)
+                if breaker.record(line) and outcome.paused is None:
+                    outcome.paused = breaker.explain()
+                if on_done is not None:
+                    on_done(line)
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+            finally:
+                if not cancelled:  # a failure here still frees the slot for the next task
+                    start_next(ticket)
+
+    for _ in range(min(config.concurrency, len(tasks))):
+        start_next(None)
+    try:
+        with _frozen_heap():
+            while running:  # tasks started by finishing ones join the next round
+                await asyncio.gather(*running)
+    except asyncio.CancelledError:
+        for job in running:
+            job.cancel()
+        raise
+    if turn is not None:
+        outcome.turn_off = turn.off_reason
     return outcome
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Leave the objects that exist now out of the cyclic collector's passes, until the block ends.
+
+    They are most of the heap (imported modules, LangGraph's and the models' caches), and at
+    concurrency 64 the collector's full passes over them took 0.1-0.15 s every second or two, a stall
+    for every task of the batch. Garbage among them waits for the first collection after the block.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 _Invoke = Callable[[Any, Any], Awaitable[Any]]
@@ -276,7 +333,7 @@ async def _run_task(
         wait=wait_exponential(multiplier=config.retry_wait_s, max=30.0),
         # A misuse (bad config inside the graph) will not heal by retrying; anything else might.
         retry=retry_if_exception(lambda exc: not isinstance(exc, ConfigError | asyncio.CancelledError)),
-        sleep=asleep,
+        sleep=yielding(asleep),
     )
     inputs = {"messages": [HumanMessage(task.question)]}
     run_config = _task_config(task)

@@ -28,6 +28,7 @@ from typing import ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from retryctl._turn import yielded_turn
 from retryctl.controller._breaker_store import (
     BreakerRecord,
     BreakerState,
@@ -218,7 +219,8 @@ class Breaker:
 
     async def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         if self.store.blocking:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            async with yielded_turn():
+                return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
     async def aallow(self, key: str) -> bool:

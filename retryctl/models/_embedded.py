@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._constraints import (
@@ -371,4 +372,5 @@ class EmbeddedBackend(BackendBase):
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
         """:meth:`sample_sync` in a worker thread, so the event loop keeps running while it decodes."""
-        return await asyncio.to_thread(self.sample_sync, messages, params, k=k)
+        async with yielded_turn():
+            return await asyncio.to_thread(self.sample_sync, messages, params, k=k)

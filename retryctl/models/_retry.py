@@ -16,6 +16,7 @@ from typing import TypeVar
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from retryctl._turn import yielding
 from retryctl.exceptions import ConfigError
 from retryctl.models._errors import BackendError
 
@@ -108,6 +109,6 @@ async def call_with_retries(
         retry=retry_if_exception(settings.should_retry),
         before_sleep=log_retry,
         reraise=True,
-        sleep=sleep if sleep is not None else asyncio.sleep,
+        sleep=yielding(sleep if sleep is not None else asyncio.sleep),
     )
     return await retrying(once)

@@ -19,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command
 
+from retryctl._turn import yielded_turn
 from retryctl.audit import DecisionLog
 from retryctl.controller import (
     LIMIT_NAMES,
@@ -351,7 +352,8 @@ class ControlledStep(StepRoutes):
         control, text, _ = self._measure(state)
         signal = None
         if self.verifier and text is not None:
-            signal = await asyncio.to_thread(verify, self.verifier, text)
+            async with yielded_turn():
+                signal = await asyncio.to_thread(verify, self.verifier, text)
         return self._with_verifier(control, signal)
 
     # -- decide -------------------------------------------------------------------------------------

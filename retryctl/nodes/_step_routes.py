@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
+from retryctl._turn import yielded_turn
 from retryctl.controller import Budget, Clock, Ledger, Verdict
 from retryctl.models._messages import normalise_messages
 from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
@@ -128,7 +129,8 @@ class StepRoutes:
     async def _aretry(self, state: StepState) -> Command[str]:
         control, wait = self._retry_plan(state)
         start = self.clock()
-        await self.asleep(wait)
+        async with yielded_turn():
+            await self.asleep(wait)
         control["elapsed_s"] = control.get("elapsed_s", 0.0) + (self.clock() - start)
         return Command(update={"control": control}, goto="act")
 

@@ -35,6 +35,7 @@ from langgraph.types import Command
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, Retrying
 
+from retryctl._turn import yielded_turn, yielding
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker, Clock, Ledger, Policy, Reservation, StepLedger, Verdict
 from retryctl.controller._clock import monotonic
@@ -288,7 +289,7 @@ class ControlledToolNode(InlineToolNode):
             retrying = AsyncRetrying(
                 retry=self.controller.should_retry(st, box),
                 wait=self._wait,
-                sleep=self.asleep,
+                sleep=yielding(self.asleep),
                 reraise=True,
             )
             try:
@@ -309,7 +310,8 @@ class ControlledToolNode(InlineToolNode):
         if isinstance(prepared, str):
             return self._replayed(st, prepared)
         try:
-            result = await _awithin(self.timeout_s, execute(prepared))
+            async with yielded_turn():
+                result = await _awithin(self.timeout_s, execute(prepared))
         except BaseException:
             _release(reservation)
             raise

@@ -4,26 +4,34 @@
 audit's sections (plain JSON values); :func:`run_story` and :func:`story_lines` tell one run's story;
 :func:`side_figures` and :func:`diff_sides` compare two runs or two logs; :func:`render_html` writes
 the self-contained report with its plots. Chain verification is :func:`retryctl.audit.verify_log`;
-:func:`audit_log` does both for one log in one pass (two processes for a large one).
+:func:`audit_log` does both for one log in one pass (two processes for a large one), and
+:func:`audit_summary` gives the summary straight away.
 """
 
-from retryctl.report._analysis import (
-    CONFIDENCE_BINS,
-    Analysis,
-    StepOutcome,
-    TokenRow,
-    analyse,
-    analyse_records,
-    answers_match,
-)
-from retryctl.report._diff import diff_sides, side_figures
-from retryctl.report._html import render_html
-from retryctl.report._load import iter_raw_records
-from retryctl.report._parallel import PARALLEL_MIN_BYTES, start_verification
-from retryctl.report._split import audit_log
-from retryctl.report._story import run_story, story_lines
-from retryctl.report._summary import reason_shape, summarise
-from retryctl.report._text import render_diff, render_summary, render_verification
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from retryctl._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from retryctl.report._analysis import (
+        CONFIDENCE_BINS,
+        Analysis,
+        StepOutcome,
+        TokenRow,
+        analyse,
+        analyse_records,
+        answers_match,
+    )
+    from retryctl.report._diff import diff_sides, side_figures
+    from retryctl.report._html import render_html
+    from retryctl.report._load import iter_raw_records
+    from retryctl.report._parallel import PARALLEL_MIN_BYTES, start_verification
+    from retryctl.report._split import audit_log, audit_summary
+    from retryctl.report._story import run_story, story_lines
+    from retryctl.report._summary import reason_shape, summarise
+    from retryctl.report._text import render_diff, render_summary, render_verification
 
 __all__ = [
     "CONFIDENCE_BINS",
@@ -35,6 +43,7 @@ __all__ = [
     "analyse_records",
     "answers_match",
     "audit_log",
+    "audit_summary",
     "diff_sides",
     "iter_raw_records",
     "reason_shape",
@@ -48,3 +57,33 @@ __all__ = [
     "story_lines",
     "summarise",
 ]
+
+# Each name is imported from its module on first use (PEP 562), so that `retryctl audit LOG --json`
+# imports neither rich nor the HTML, diff and story code: with them it took ~20 ms longer to start.
+_MODULES = {
+    "CONFIDENCE_BINS": "_analysis",
+    "Analysis": "_analysis",
+    "StepOutcome": "_analysis",
+    "TokenRow": "_analysis",
+    "analyse": "_analysis",
+    "analyse_records": "_analysis",
+    "answers_match": "_analysis",
+    "diff_sides": "_diff",
+    "side_figures": "_diff",
+    "render_html": "_html",
+    "iter_raw_records": "_load",
+    "PARALLEL_MIN_BYTES": "_parallel",
+    "start_verification": "_parallel",
+    "audit_log": "_split",
+    "audit_summary": "_split",
+    "run_story": "_story",
+    "story_lines": "_story",
+    "reason_shape": "_summary",
+    "summarise": "_summary",
+    "render_diff": "_text",
+    "render_summary": "_text",
+    "render_verification": "_text",
+}
+
+
+__getattr__, __dir__ = lazy_exports(globals(), _MODULES)

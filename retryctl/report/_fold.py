@@ -23,7 +23,7 @@ from operator import add, mul
 from typing import Any
 
 from retryctl.report._analysis import CONFIDENCE_BINS, Analysis, StepOutcome, _fold, _token_rows
-from retryctl.report._structs import UNSET, Record
+from retryctl.report._structs import UNSET, LeanRecord, Record
 
 __all__ = ["Pending", "fold_records"]
 
@@ -62,8 +62,18 @@ def add_charges(totals: Counter[Any], charges: dict[Any, list[Any]]) -> None:
         totals[target] = reduce(add, cs, totals.get(target, 0))
 
 
-def fold_records(items: Iterable[Record | dict[str, Any]], out: Analysis, pending: Pending) -> None:  # noqa: PLR0915 - the hot loop, inlined on purpose
-    """Fold records into ``out``; counters and charges go to ``pending`` (see :meth:`Pending.apply`)."""
+def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
+    items: Iterable[Record | LeanRecord | dict[str, Any]],
+    out: Analysis,
+    pending: Pending,
+    *,
+    full: bool = True,
+) -> None:
+    """Fold records into ``out``; counters and charges go to ``pending`` (see :meth:`Pending.apply`).
+
+    ``full=False`` (the records are :class:`LeanRecord`) folds only what the summary reads: no verdict
+    flow, confidence histogram, token rows, step limits or step action lists.
+    """
     steps = out.steps
     steps_get = steps.get
     runs_add = out.runs.add
@@ -112,14 +122,15 @@ def fold_records(items: Iterable[Record | dict[str, Any]], out: Analysis, pendin
                     runs_add(step_run)
             action = strs(r.action, r.action)
             actions_append(action)
-            trans_append((step.last_action or "start", action))
-            step.actions.append(action)
+            if full:
+                trans_append((step.last_action or "start", action))
+                step.actions.append(action)
+                confidence = r.confidence
+                if confidence is not None:
+                    conf_append(confidence)
             step.verdicts += 1
             step.last_action = action
-            confidence = r.confidence
-            step.last_confidence = confidence
-            if confidence is not None:
-                conf_append(confidence)
+            step.last_confidence = r.confidence
             step.last_reason = strs(r.reason, r.reason)
             attempt = r.attempt
             if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
@@ -153,9 +164,10 @@ def fold_records(items: Iterable[Record | dict[str, Any]], out: Analysis, pendin
                             p_usd[target].append(d)
                         except KeyError:
                             p_usd[target] = [d]
-                limit = budget.limit
-                if limit:
-                    step.limits = limit
+                if full:
+                    limit = budget.limit
+                    if limit:
+                        step.limits = limit
             error_class = r.error_class
             if error_class is not None:
                 errors_append(error_class)
@@ -163,7 +175,10 @@ def fold_records(items: Iterable[Record | dict[str, Any]], out: Analysis, pendin
             if candidates is not None and candidates.tool is not UNSET:
                 out.tools.add(target)
             extra = r.extra
-            if extra is not None and (
+            if not full:
+                if extra is not None and extra.gold is not UNSET:
+                    step.gold = str(extra.gold)
+            elif extra is not None and (
                 extra.gold is not UNSET
                 or extra.token_entropy is not UNSET
                 or extra.token_logprobs is not UNSET
@@ -196,10 +211,15 @@ def fold_records(items: Iterable[Record | dict[str, Any]], out: Analysis, pendin
                 usd = float(used.usd)
                 if usd > step.usd:
                     step.usd = floats(usd, usd)
+            extra = r.extra
+            if not full:
+                if extra is not None and extra.gold is not UNSET:
+                    gold = str(extra.gold)
+                    step.gold = strs(gold, gold)
+                continue
             limit = r.budget_max
             if limit:
                 step.limits = limit
-            extra = r.extra
             if extra is not None:
                 if extra.gold is not UNSET:
                     gold = str(extra.gold)

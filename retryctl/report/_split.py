@@ -24,6 +24,8 @@ bytes of the hash-last layout; a line another tool laid out differently goes to 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import mmap
@@ -31,9 +33,9 @@ import multiprocessing
 import os
 import pickle
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 
@@ -43,15 +45,19 @@ from retryctl.audit._reader import _scan, _settled_size
 from retryctl.exceptions import LogIntegrityError
 from retryctl.report._analysis import Analysis, StepOutcome, no_cyclic_gc
 from retryctl.report._fold import Pending, fold_records
-from retryctl.report._structs import Record, decode_fallback, decoder
+from retryctl.report._structs import LeanRecord, Record, decode_fallback, decoder, lean_decoder
+from retryctl.report._summary import sections
+from retryctl.report._totals import StepTotals
 
-__all__ = ["audit_log", "fold_span", "span_lines"]
+__all__ = ["audit_log", "audit_summary", "fold_span", "span_lines"]
 
+_T = TypeVar("_T")
 _SUFFIX = b',"hash":"'
 _SUFFIX_LEN = len(_SUFFIX) + 64 + 3
 _EMPTY_RUN = b'"run_id":""'
 _BATCH = 256
-_FIRST_SHARE = 0.43
+_PIPE_BYTES = 1 << 20  # Linux's default ceiling for an unprivileged process (/proc/sys/fs/pipe-max-size)
+_FIRST_SHARE = 0.5
 """The first part's share of the bytes: this process also joins the parts and summarises."""
 
 
@@ -106,12 +112,23 @@ class _Part:
 
 
 def _scan_part(  # noqa: PLR0915 - the hot loop, inlined on purpose
-    path: str, start: int, end: int, *, first: bool, out: Analysis, pending: Pending, verify: bool = True
+    path: str,
+    start: int,
+    end: int,
+    *,
+    first: bool,
+    out: Analysis,
+    pending: Pending,
+    verify: bool = True,
+    full: bool = True,
 ) -> _Part:
-    """Fold the records of one part of ``path`` and, if ``verify``, check its chain."""
+    """Fold the records of one part of ``path`` and, if ``verify``, check its chain.
+
+    ``full=False``: fold only what the summary reads (see :func:`~retryctl.report._fold.fold_records`).
+    """
     part = _Part()
     sha256 = hashlib.sha256
-    decode = decoder.decode
+    decode = decoder.decode if full else lean_decoder.decode
     decode_error = msgspec.DecodeError
     skipped_append = part.skipped.append
     runs_add = part.runs.add
@@ -127,7 +144,7 @@ def _scan_part(  # noqa: PLR0915 - the hot loop, inlined on purpose
     number = 0
     for line in span_lines(path, start, end):
         number += 1
-        rec: Record | None
+        rec: Record | LeanRecord | None
         try:
             rec = decode(line)
         except decode_error:
@@ -147,7 +164,7 @@ def _scan_part(  # noqa: PLR0915 - the hot loop, inlined on purpose
         else:
             batch_append(rec)
         if len(batch) >= _BATCH:
-            fold_records(batch, out, pending)
+            fold_records(batch, out, pending, full=full)
             batch.clear()
         if not verifying:
             continue
@@ -190,7 +207,7 @@ def _scan_part(  # noqa: PLR0915 - the hot loop, inlined on purpose
             verified += 1
             last_run = None
     if batch:
-        fold_records(batch, out, pending)
+        fold_records(batch, out, pending, full=full)
     part.lines = number
     part.verified = verified
     if part.complete:
@@ -242,32 +259,82 @@ def _step_boundary(path: str, offset: int, end: int) -> int:
     return min(first, end)
 
 
-def _pack(out: Analysis, part: _Part, pending: Pending) -> bytes:
-    """The worker's result: its steps as msgpack arrays (quick both ways), the rest pickled."""
+class _TotalsOut(msgspec.Struct, array_like=True, gc=False):
+    """What a worker that totals its steps hands over besides its record-level counts."""
+
+    totals: StepTotals
+    step_ids: dict[str, list[str]]
+    """Its steps' ids by run, to check that the parts share no step."""
+
+
+class _TotalsIn(msgspec.Struct, array_like=True, gc=False):
+    totals: StepTotals
+    step_ids: dict[str, msgspec.Raw]
+    """Decoded only for the runs both parts have (usually one, where the log was cut)."""
+
+
+def _pack(out: Analysis, part: _Part, pending: Pending, *, totals: bool = False) -> bytes:
+    """The worker's result: its steps as msgpack arrays (quick both ways), or with ``totals`` only
+    their totals (:class:`StepTotals`) and ids, the rest pickled."""
     try:
-        steps = msgspec.msgpack.encode(list(out.steps.values()))
+        if not totals:
+            tail = msgspec.msgpack.encode(list(out.steps.values()))
+        elif pending.mixed:
+            tail = b""  # the parent folds this part again, steps and all
+        else:
+            step_ids: dict[str, list[str]] = {}
+            for run_id, step_id in out.steps:
+                ids = step_ids.get(run_id)
+                if ids is None:
+                    step_ids[run_id] = [step_id]
+                else:
+                    ids.append(step_id)
+            tail = msgspec.msgpack.encode(_TotalsOut(StepTotals.of(out.steps.values()), step_ids))
     except (TypeError, OverflowError):  # a value msgpack cannot carry: the parent folds the part again
-        steps = b""
-    out.steps = {}
+        tail = b""
+    # The steps travel in the tail; they are put back rather than dropped, because freeing a few
+    # hundred thousand objects takes a tenth of a second, and the worker exits without freeing.
+    steps, out.steps = out.steps, {}
     rest = pickle.dumps((out, part, pending.samples, pending.usd, pending.mixed), pickle.HIGHEST_PROTOCOL)
-    return len(rest).to_bytes(8, "little") + rest + steps
+    out.steps = steps
+    return len(rest).to_bytes(8, "little") + rest + tail
 
 
 _steps_decode = msgspec.msgpack.Decoder(list[StepOutcome]).decode
+_totals_decode = msgspec.msgpack.Decoder(_TotalsIn).decode
+_ids_decode = msgspec.msgpack.Decoder(list[str]).decode
 
 
-def _unpack(payload: bytes) -> tuple[Analysis, _Part, Pending]:
+def _unpack(payload: bytes) -> tuple[Analysis, _Part, Pending, bytes]:
+    """The worker's counts, chain check and charges; and the tail (steps or totals) still encoded."""
     size = int.from_bytes(payload[:8], "little")
     out, part, samples, usd, mixed = pickle.loads(payload[8 : 8 + size])
     pending = Pending()
     pending.samples, pending.usd, pending.mixed = samples, usd, mixed
+    return out, part, pending, payload[8 + size :]
+
+
+def _unpack_steps(out: Analysis, pending: Pending, tail: bytes) -> None:
     try:
-        steps = _steps_decode(payload[8 + size :])
+        steps = _steps_decode(tail)
     except msgspec.DecodeError:  # a value of an odd type, folded from a dict: fold the part again
         pending.mixed = True
         steps = []
     out.steps = {(s.run_id, s.step_id): s for s in steps}
-    return out, part, pending
+
+
+def _unpack_totals(tail: bytes, first: Analysis) -> StepTotals | None:
+    """The worker's totals, or ``None`` when they cannot be added to ``first``'s (a step in both parts,
+    or nothing handed over): the part must then be folded again here."""
+    try:
+        got = _totals_decode(tail)
+    except msgspec.DecodeError:
+        return None
+    steps = first.steps
+    for run_id in got.step_ids.keys() & first.runs:
+        if any((run_id, step_id) in steps for step_id in _ids_decode(got.step_ids[run_id])):
+            return None
+    return got.totals
 
 
 def _merge(out: Analysis, second: Analysis, pending: Pending) -> None:
@@ -289,10 +356,12 @@ def _merge(out: Analysis, second: Analysis, pending: Pending) -> None:
     out.token_rows.extend(second.token_rows[:room])
 
 
-def fold_span(path: str, start: int, end: int, out: Analysis, *, line_offset: int = 0) -> None:
+def fold_span(
+    path: str, start: int, end: int, out: Analysis, *, line_offset: int = 0, full: bool = True
+) -> None:
     """Fold the records of ``path`` between two line starts into ``out`` (no chain check)."""
     pending = Pending()
-    part = _scan_part(path, start, end, first=False, out=out, pending=pending, verify=False)
+    part = _scan_part(path, start, end, first=False, out=out, pending=pending, verify=False, full=full)
     pending.apply(out)
     out.undecodable_lines.extend(f"{path}:{line_offset + n}" for n in part.skipped)
 
@@ -321,36 +390,51 @@ def _join_chain(path: str, first: _Part, second: _Part | None, mid: int, end: in
     return _report(path, scan.problem, scan.records, {json.loads(k) for k in scan.run_keys}, scan.head)
 
 
-def _here(path: str, start: int, end: int, out: Analysis, *, first: bool, line_offset: int = 0) -> _Part:
+def _here(
+    path: str, start: int, end: int, out: Analysis, *, first: bool, line_offset: int = 0, full: bool = True
+) -> _Part:
     """Check and fold one part in this process, into ``out`` (after what it already holds)."""
     pending = Pending()
-    part = _scan_part(path, start, end, first=first, out=out, pending=pending)
+    part = _scan_part(path, start, end, first=first, out=out, pending=pending, full=full)
     pending.apply(out)
     out.undecodable_lines.extend(f"{path}:{line_offset + n}" for n in part.skipped)
     return part
 
 
-def _worker(path: str, mid: int, end: int, write_fd: int) -> NoReturn:  # pragma: no cover - in the child
+def _worker(  # pragma: no cover - in the child
+    path: str, mid: int, end: int, write_fd: int, *, totals: bool
+) -> NoReturn:
     code = 1
     try:
         second, pending = Analysis(), Pending()
-        part = _scan_part(path, mid, end, first=False, out=second, pending=pending)
+        part = _scan_part(path, mid, end, first=False, out=second, pending=pending, full=not totals)
         with os.fdopen(write_fd, "wb") as pipe:
-            pipe.write(_pack(second, part, pending))
+            pipe.write(_pack(second, part, pending, totals=totals))
         code = 0
     finally:
         os._exit(code)
 
 
-def _two_parts(path: str, mid: int, end: int, out: Analysis) -> VerifyReport:
+def _fork_second(path: str, mid: int, end: int, *, totals: bool) -> tuple[int, int]:
+    """Start the worker on the second part; its pid and the pipe its result comes through."""
     read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError):  # a larger buffer: the result (megabytes) crosses in fewer turns
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the worker (its result is checked by the parent's tests)
         os.close(read_fd)
-        _worker(path, mid, end, write_fd)
+        _worker(path, mid, end, write_fd, totals=totals)
     os.close(write_fd)
+    return pid, read_fd
+
+
+def _first_then_wait(
+    path: str, mid: int, pid: int, read_fd: int, out: Analysis, *, then: Callable[[], _T], full: bool
+) -> tuple[_Part, _T, bytes | None]:
+    """Do the first part here, then ``then()``, then collect the worker's payload (``None``: it failed)."""
     try:
-        part1 = _here(path, 0, mid, out, first=True)
+        part1 = _here(path, 0, mid, out, first=True, full=full)
+        done = then()
         with os.fdopen(read_fd, "rb") as pipe:
             payload = pipe.read()
     except BaseException:  # interrupted: do not leave the worker running
@@ -358,11 +442,18 @@ def _two_parts(path: str, mid: int, end: int, out: Analysis) -> VerifyReport:
         os.waitpid(pid, 0)
         raise
     _, status = os.waitpid(pid, 0)
-    if status != 0 or not payload:
+    return part1, done, payload if status == 0 and payload else None
+
+
+def _two_parts(path: str, mid: int, end: int, out: Analysis) -> VerifyReport:
+    pid, read_fd = _fork_second(path, mid, end, totals=False)
+    part1, _, payload = _first_then_wait(path, mid, pid, read_fd, out, then=lambda: None, full=True)
+    if payload is None:
         # The worker failed: do its part here, after the first (which is the plain order anyway).
         part2 = _here(path, mid, end, out, first=False, line_offset=part1.lines)
         return _join_chain(path, part1, part2, mid, end)
-    second, part2, pending2 = _unpack(payload)
+    second, part2, pending2, tail = _unpack(payload)
+    _unpack_steps(second, pending2, tail)
     report = _join_chain(path, part1, part2, mid, end)
     if pending2.mixed or not second.steps.keys().isdisjoint(out.steps):
         fold_span(path, mid, end, out, line_offset=part1.lines)
@@ -370,6 +461,71 @@ def _two_parts(path: str, mid: int, end: int, out: Analysis) -> VerifyReport:
         _merge(out, second, pending2)
         out.undecodable_lines.extend(f"{path}:{part1.lines + n}" for n in part2.skipped)
     return report
+
+
+def _two_parts_summary(
+    path: str, mid: int, end: int, out: Analysis, keep: list[object]
+) -> tuple[VerifyReport, dict[str, Any]]:
+    pid, read_fd = _fork_second(path, mid, end, totals=True)
+    # This part's totals are taken while the worker still folds or totals its own.
+    part1, totals, payload = _first_then_wait(
+        path, mid, pid, read_fd, out, then=lambda: StepTotals.of(out.steps.values()), full=False
+    )
+    if payload is None:
+        # The worker failed: do its part here, after the first (which is the plain order anyway).
+        part2 = _here(path, mid, end, out, first=False, line_offset=part1.lines, full=False)
+        return _join_chain(path, part1, part2, mid, end), sections(out, StepTotals.of(out.steps.values()))
+    second, part2, pending2, tail = _unpack(payload)
+    report = _join_chain(path, part1, part2, mid, end)
+    later = None if pending2.mixed else _unpack_totals(tail, out)
+    keep += (totals, later, pending2)
+    if later is None:
+        # Its totals cannot be added to these: fold its part here, after this one, and total it all.
+        fold_span(path, mid, end, out, line_offset=part1.lines, full=False)
+        return report, sections(out, StepTotals.of(out.steps.values()))
+    _merge(out, second, pending2)
+    out.undecodable_lines.extend(f"{path}:{part1.lines + n}" for n in part2.skipped)
+    totals.extend(later)
+    return report, sections(out, totals)
+
+
+def _plan(path: str, min_bytes: int, first_share: float) -> tuple[int, int]:
+    """The size of the log as it is now, and where the second part starts (``end``: one part)."""
+    with open(path, "rb") as f:
+        end = _settled_size(f.fileno())
+    two = (
+        end >= min_bytes and (os.cpu_count() or 1) >= 2 and "fork" in multiprocessing.get_all_start_methods()
+    )
+    return end, _step_boundary(path, int(end * first_share), end) if two else end
+
+
+def audit_summary(
+    path: str,
+    *,
+    min_bytes: int = 64 << 20,
+    first_share: float = _FIRST_SHARE,
+    keep: list[object] | None = None,
+) -> tuple[VerifyReport, dict[str, Any]]:
+    """:func:`audit_log`, then :func:`~retryctl.report.summarise`, for when only the summary is needed.
+
+    In two processes, each totals its own part's steps (:class:`~retryctl.report._totals.StepTotals`)
+    and the worker hands over the totals instead of the steps: the summary is the same, and both the
+    handover and the summary's pass over the steps take half the time or less.
+
+    ``keep``, if given, receives the large objects built on the way instead of their being freed on
+    return (a tenth of a second for a million records): for a caller about to exit without freeing
+    anything, as ``retryctl audit`` does.
+    """
+    end, mid = _plan(path, min_bytes, first_share)
+    out = Analysis(paths=[path])
+    if keep is None:
+        keep = []
+    keep.append(out)
+    with no_cyclic_gc():
+        if mid >= end:
+            report = _join_chain(path, _here(path, 0, end, out, first=True, full=False), None, end, end)
+            return report, sections(out, StepTotals.of(out.steps.values()))
+        return _two_parts_summary(path, mid, end, out, keep)
 
 
 def audit_log(
@@ -381,13 +537,8 @@ def audit_log(
     the one :func:`retryctl.report.analyse` gives, for the log as it was when this started.
     ``first_share`` is the part of the bytes this process takes (it also joins the parts).
     """
-    with open(path, "rb") as f:
-        end = _settled_size(f.fileno())
+    end, mid = _plan(path, min_bytes, first_share)
     out = Analysis(paths=[path])
-    two = (
-        end >= min_bytes and (os.cpu_count() or 1) >= 2 and "fork" in multiprocessing.get_all_start_methods()
-    )
-    mid = _step_boundary(path, int(end * first_share), end) if two else end
     with no_cyclic_gc():
         if mid >= end:
             return _join_chain(path, _here(path, 0, end, out, first=True), None, end, end), out

@@ -24,11 +24,15 @@ __all__ = [
     "Budget",
     "Candidates",
     "Extra",
+    "LeanBudget",
+    "LeanExtra",
+    "LeanRecord",
     "Record",
     "Thresholds",
     "Used",
     "decode_fallback",
     "decoder",
+    "lean_decoder",
 ]
 
 UNSET: Any = msgspec.UNSET
@@ -103,7 +107,48 @@ class Record(msgspec.Struct, gc=False):
 
 
 decoder = msgspec.json.Decoder(Record)
-"""Decodes one line (or, with ``decode_lines``, a block of lines) into :class:`Record`."""
+"""Decodes one line into :class:`Record`."""
+
+
+class LeanBudget(msgspec.Struct, gc=False):
+    """A verdict's ``budget`` when only the summary is wanted: the limits are not read."""
+
+    used: Used | None = None
+
+
+class LeanExtra(msgspec.Struct, gc=False):
+    """``extra`` when only the summary is wanted: the gold answer (per-token data feeds only the HTML)."""
+
+    gold: Any = UNSET
+
+
+class LeanRecord(msgspec.Struct, gc=False):
+    """:class:`Record` without what only the HTML report and the step details read (the limits, the
+    per-token data, the sampling history): what the fold reads when only the summary is wanted."""
+
+    kind: str = ""
+    run_id: str = ""
+    step_id: str = ""
+    action: str = "?"
+    confidence: int | float | None = None
+    reason: str = ""
+    attempt: int | float = 0
+    answer: Any = None
+    thresholds: Thresholds | None = None
+    budget: LeanBudget | None = None
+    target: Any = None
+    error_class: Any = None
+    extra: LeanExtra | None = None
+    candidates_summary: Candidates | None = None
+    final_answer: Any = None
+    budget_used: Used | None = None
+    prev_hash: Any = None
+    schema: Any = None
+    hash: Any = None
+
+
+lean_decoder = msgspec.json.Decoder(LeanRecord)
+"""Decodes one line into :class:`LeanRecord`."""
 
 
 def decode_fallback(line: bytes) -> dict[str, Any] | None:

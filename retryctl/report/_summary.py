@@ -3,58 +3,52 @@
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
 ``overview``, ``verdicts``, ``stop_reasons``, ``per_step``, ``cost``, ``black_holes``,
 ``threshold_hints``, ``accuracy``, ``samples_hist``.
+
+What the sections need from the steps is gathered first (:class:`~retryctl.report._totals.StepTotals`,
+one pass), so that a large log's two halves can be totalled in two processes and joined
+(:func:`retryctl.report.audit_summary`); :func:`sections` builds the sections from the totals.
 """
 
 from __future__ import annotations
 
-import re
-from collections import Counter, defaultdict
+from collections import Counter
+from operator import itemgetter
 from typing import Any
 
-from retryctl.report._analysis import Analysis, StepOutcome, answers_match, no_cyclic_gc
+from retryctl.report._analysis import Analysis, no_cyclic_gc
+from retryctl.report._totals import TOP, Hole, StepTotals, reason_shape, running_total
 
-__all__ = ["reason_shape", "summarise"]
+__all__ = ["reason_shape", "sections", "summarise"]
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_QUOTED = re.compile(r"'[^']*'")
-_TOP = 10
-_HINT_WIDTH = 0.05  # width of a "stalled just under the threshold" band
-
-
-def _spend(step: StepOutcome, by_usd: bool) -> float:
-    return step.usd if by_usd else step.samples
-
-
-def reason_shape(reason: str) -> str:
-    """A stop reason with its numbers and quoted names blanked, so that like reasons count together."""
-    return _NUMBER.sub("#", _QUOTED.sub("'…'", reason))
+_first = itemgetter(0)
 
 
 def summarise(analysis: Analysis) -> dict[str, Any]:
     """Every audit section of ``analysis`` as plain JSON values."""
     with no_cyclic_gc():
-        return _sections(analysis)
+        return sections(analysis, StepTotals.of(analysis.steps.values()))
 
 
-def _sections(analysis: Analysis) -> dict[str, Any]:
-    steps = list(analysis.steps.values())
-    by_usd = any(s.usd > 0 for s in steps)
+def sections(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
+    """The sections, from ``analysis``'s record-level counts and ``totals``, the totals of its steps."""
     return {
-        "overview": _overview(analysis, steps),
+        "overview": _overview(analysis, totals),
         "verdicts": dict(analysis.actions.most_common()),
         "error_classes": dict(analysis.error_classes.most_common()),
-        "stop_reasons": _stop_reasons(steps),
-        "per_step": _per_step(steps),
-        "cost": _cost(analysis, steps),
-        "black_holes": _black_holes(steps, by_usd),
-        "threshold_hints": _threshold_hints(steps),
-        "accuracy": _accuracy(steps),
-        "samples_hist": _samples_hist(steps),
+        "stop_reasons": [
+            {"reason": totals.shapes[k][1], "shape": k, "steps": n}
+            for k, n in Counter({k: row[0] for k, row in totals.shapes.items()}).most_common(TOP)
+        ],
+        "per_step": _per_step(totals),
+        "cost": _cost(analysis, totals),
+        "black_holes": _black_holes(totals),
+        "threshold_hints": _threshold_hints(totals),
+        "accuracy": _accuracy(totals),
+        "samples_hist": [[k, n] for k, n in sorted(totals.samples_hist, key=_first)],
     }
 
 
-def _overview(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
-    outcomes = Counter(s.last_action or "summary only" for s in steps)
+def _overview(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
     return {
         "logs": list(analysis.paths),
         "records": analysis.records,
@@ -63,61 +57,30 @@ def _overview(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
         "repair_records": analysis.repair_records,
         "undecodable_lines": list(analysis.undecodable_lines),
         "runs": len(analysis.runs),
-        "steps": len(steps),
-        "step_outcomes": dict(outcomes.most_common()),
+        "steps": totals.steps,
+        "step_outcomes": dict(Counter(totals.outcomes).most_common()),
     }
 
 
-def _stop_reasons(steps: list[StepOutcome]) -> list[dict[str, Any]]:
-    shapes: Counter[str] = Counter()
-    example: dict[str, str] = {}
-    shape_of: dict[str, str] = {}  # reasons repeat: blank each distinct one once
-    for s in steps:
-        if s.last_action in ("stop", "ask_user"):
-            reason = s.last_reason
-            shape = shape_of.get(reason)
-            if shape is None:
-                shape = shape_of[reason] = reason_shape(reason)
-            shapes[shape] += 1
-            if shape not in example:
-                example[shape] = reason
-    return [{"reason": example[k], "shape": k, "steps": n} for k, n in shapes.most_common(_TOP)]
-
-
-def _per_step(steps: list[StepOutcome]) -> list[dict[str, Any]]:
-    # One pass, summing in step order (as sum() over each group would): runs, accepted, samples,
-    # max samples, attempts, verdicts, usd.
-    groups: dict[str, list[Any]] = {}
-    for s in steps:
-        g = groups.get(s.step_id)
-        if g is None:
-            g = groups[s.step_id] = [0, 0, 0, s.samples, 0, 0, 0]
-        g[0] += 1
-        if s.last_action == "accept":
-            g[1] += 1
-        g[2] += s.samples
-        g[3] = max(g[3], s.samples)
-        g[4] += s.attempts
-        g[5] += s.verdicts
-        g[6] += s.usd
+def _per_step(totals: StepTotals) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
         {
             "step_id": step_id,
             "runs": n,
             "accepted": accepted,
-            "avg_samples": samples / n,
+            "avg_samples": running_total(samples) / n,
             "max_samples": top,
-            "avg_attempts": attempts / n,
+            "avg_attempts": running_total(attempts) / n,
             "avg_verdicts": verdicts / n,
-            "usd": usd,
+            "usd": running_total(usd),
         }
-        for step_id, (n, accepted, samples, top, attempts, verdicts, usd) in groups.items()
+        for step_id, (n, accepted, samples, top, attempts, verdicts, usd) in totals.groups.items()
     ]
     rows.sort(key=lambda r: (-r["usd"], -r["avg_samples"] * r["runs"], r["step_id"]))
     return rows[:50]
 
 
-def _cost(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
+def _cost(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
     targets = set(analysis.target_samples) | set(analysis.target_usd) | set(analysis.target_attempts)
     by_target: list[dict[str, Any]] = [
         {
@@ -130,73 +93,60 @@ def _cost(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
         for t in targets
     ]
     by_target.sort(key=lambda r: (-r["usd"], -r["samples"], -r["attempts"], r["target"]))
-    return {
-        "total_samples": sum(s.samples for s in steps),
-        "total_usd": sum(s.usd for s in steps),
-        "by_target": by_target,
-    }
+    return {"total_samples": sum(totals.samples), "total_usd": sum(totals.usd), "by_target": by_target}
 
 
-def _black_holes(steps: list[StepOutcome], by_usd: bool) -> dict[str, Any]:
+def _black_holes(totals: StepTotals) -> dict[str, Any]:
     """Steps among the top tenth by spend that still ended without an accepted answer."""
+    by_usd = totals.by_usd
     unit = "usd" if by_usd else "samples"
-    spends = [s.usd for s in steps] if by_usd else [s.samples for s in steps]
-    total = sum(spends)
-    if not steps or total <= 0:
+    spends = totals.usd if by_usd else totals.samples
+    whole = sum(spends)
+    if not spends or whole <= 0:
         return {"unit": unit, "cutoff": 0.0, "steps": 0, "spent": 0.0, "share": 0.0, "top": []}
     ranked = sorted(spends, reverse=True)
     cutoff = ranked[max(0, len(ranked) // 10 - 1)]
-    holes = [
-        s for s, x in zip(steps, spends, strict=True) if x >= cutoff and x > 0 and s.last_action != "accept"
-    ]
-    holes.sort(key=lambda s: -_spend(s, by_usd))
-    spent = sum(_spend(s, by_usd) for s in holes)
+    holes = [x for x, ok in zip(spends, totals.accepted, strict=True) if x >= cutoff and x > 0 and not ok]
+    holes.sort(key=lambda x: -x)  # the order the steps rank in, which the float sum follows
+    spent = sum(holes)
+    top: list[Hole] = [h for h in (totals.top_usd if by_usd else totals.top_samples) if h.spent >= cutoff]
     return {
         "unit": unit,
         "cutoff": cutoff,
         "steps": len(holes),
         "spent": spent,
-        "share": spent / total,
+        "share": spent / whole,
         "top": [
             {
-                "run_id": s.run_id,
-                "step_id": s.step_id,
-                "spent": _spend(s, by_usd),
-                "attempts": s.attempts,
-                "outcome": s.last_action,
-                "reason": s.last_reason,
+                "run_id": h.run_id,
+                "step_id": h.step_id,
+                "spent": h.spent,
+                "attempts": h.attempts,
+                "outcome": h.outcome,
+                "reason": h.reason,
             }
-            for s in holes[:_TOP]
+            for h in top
         ],
     }
 
 
-def _threshold_hints(steps: list[StepOutcome]) -> list[dict[str, Any]]:
+def _threshold_hints(totals: StepTotals) -> list[dict[str, Any]]:
     """Steps that ended unaccepted with a confidence just under their accept threshold."""
-    bands: dict[tuple[float, float, float], list[StepOutcome]] = defaultdict(list)
-    for s in steps:
-        t, c = s.threshold, s.last_confidence
-        if s.last_action == "accept" or t is None or c is None or not (t - 2 * _HINT_WIDTH <= c < t):
-            continue
-        low = round(t - _HINT_WIDTH, 4) if c >= t - _HINT_WIDTH else round(t - 2 * _HINT_WIDTH, 4)
-        bands[(t, low, round(low + _HINT_WIDTH, 4))].append(s)
     hints = []
-    for (t, low, high), group in sorted(bands.items(), key=lambda kv: -len(kv[1])):
-        graded = [s for s in group if s.gold is not None]
-        right = sum(1 for s in graded if s.correct)
+    for t, low, high, steps, graded, right in sorted(totals.bands, key=lambda b: -b[3]):
         text = (
-            f"{len(group)} step{'s' if len(group) != 1 else ''} stalled at confidence "
+            f"{steps} step{'s' if steps != 1 else ''} stalled at confidence "
             f"{low:.2f}–{high:.2f} under a {t:.2f} threshold"
         )
         if graded:
-            text += f"; {right} of {len(graded)} with gold had the right answer"
+            text += f"; {right} of {graded} with gold had the right answer"
         hints.append(
             {
                 "threshold": t,
                 "low": low,
                 "high": high,
-                "steps": len(group),
-                "graded": len(graded),
+                "steps": steps,
+                "graded": graded,
                 "correct": right,
                 "text": text,
             }
@@ -204,35 +154,8 @@ def _threshold_hints(steps: list[StepOutcome]) -> list[dict[str, Any]]:
     return hints
 
 
-def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
-    # One pass over the steps with a gold answer; the sums are taken over lists, in step order.
-    memo: dict[tuple[Any, Any], bool] = {}  # answers and golds repeat across runs of one task set
-    oks: list[bool] = []
-    accepted: list[bool] = []
-    samples: list[Any] = []
-    usd: list[Any] = []
-    by_samples: dict[float, list[int]] = {}
-    for s in steps:
-        gold = s.gold
-        if gold is None:
-            continue
-        answer = s.answer
-        if answer is None:
-            ok = False
-        else:
-            known = memo.get((answer, gold))
-            ok = memo[(answer, gold)] = answers_match(answer, gold) if known is None else known
-        oks.append(ok)
-        if s.last_action == "accept":
-            accepted.append(ok)
-        x = s.samples
-        samples.append(x)
-        usd.append(s.usd)
-        cell = by_samples.get(x)
-        if cell is None:
-            cell = by_samples[x] = [0, 0]
-        cell[0] += 1
-        cell[1] += ok
+def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
+    oks, accepted = totals.graded, totals.accepted_graded
     if not oks:
         return None
     right = sum(oks)
@@ -241,14 +164,9 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
         "correct": right,
         "accuracy": right / len(oks),
         "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
-        "avg_samples": sum(samples) / len(oks),
-        "usd": sum(usd),
+        "avg_samples": sum(totals.graded_samples) / len(oks),
+        "usd": sum(totals.graded_usd),
         "by_samples": [
-            {"samples": k, "steps": v[0], "accuracy": v[1] / v[0]} for k, v in sorted(by_samples.items())
+            {"samples": k, "steps": n, "accuracy": r / n} for k, n, r in sorted(totals.by_samples, key=_first)
         ],
     }
-
-
-def _samples_hist(steps: list[StepOutcome]) -> list[list[float]]:
-    counts = Counter(s.samples for s in steps)
-    return [[k, n] for k, n in sorted(counts.items())]

@@ -4,6 +4,7 @@ checkpointed graphs (sync durability, a task run again continues its thread); lo
 from __future__ import annotations
 
 import asyncio
+import gc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,20 @@ class Tracking:
             self.now -= 1
 
 
+class FreezeWatcher:
+    """A graph that records how many objects the cyclic collector had frozen while it ran."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.seen: list[int] = []
+        self.fail = fail
+
+    async def ainvoke(self, input: Any, config: Any = None) -> Any:
+        self.seen.append(gc.get_freeze_count())
+        if self.fail:
+            raise asyncio.CancelledError  # the batch is cancelled from inside a task
+        return {"answer": "ok"}
+
+
 class AlwaysDown:
     """A graph whose infrastructure never answers."""
 
@@ -55,6 +70,20 @@ class AlwaysDown:
 
 
 class TestRunBatch:
+    @pytest.mark.parametrize("fail", [False, True])
+    def test_the_heap_before_the_batch_is_frozen_during_it_and_thawed_after(
+        self, tmp_path: Path, fail: bool
+    ) -> None:
+        graph = FreezeWatcher(fail=fail)
+        assert gc.get_freeze_count() == 0
+        if fail:
+            with pytest.raises(asyncio.CancelledError):
+                _run(graph, _tasks("a"), tmp_path / "r.jsonl")
+        else:
+            _run(graph, _tasks("a", "b"), tmp_path / "r.jsonl")
+        assert graph.seen and all(n > 0 for n in graph.seen)
+        assert gc.get_freeze_count() == 0
+
     def test_runs_tasks_concurrently_within_the_bound(self, tmp_path: Path) -> None:
         _graphs._barriers.clear()  # a fresh barrier for this event loop
         graph = Tracking(load_graph("tests.batch._graphs:build"))

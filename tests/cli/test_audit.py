@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,36 @@ class TestAuditCommand:
             monkeypatch.undo()
             assert fast.exit_code == plain.exit_code
             assert json.loads(fast.stdout) == json.loads(plain.stdout)
+
+    def test_a_large_log_with_html_takes_the_one_pass_path_with_its_steps(
+        self, log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        plain_page, fast_page = tmp_path / "plain.html", tmp_path / "fast.html"
+        plain = _audit(str(log), "--json", "--html", str(plain_page))
+        monkeypatch.setattr(audit_module, "PARALLEL_MIN_BYTES", 0)
+        fast = _audit(str(log), "--json", "--html", str(fast_page))
+        assert fast.exit_code == plain.exit_code == 0, fast.output
+        assert json.loads(fast.stdout)["summary"] == json.loads(plain.stdout)["summary"]
+        assert fast_page.read_text() == plain_page.read_text()
+
+    @pytest.mark.parametrize("case", ["intact", "broken", "missing"])
+    def test_the_command_exits_without_freeing_but_with_its_output_and_exit_code(
+        self, log: Path, tmp_path: Path, case: str
+    ) -> None:
+        # `retryctl audit` ends with os._exit (retryctl.cli.main): the output must still be flushed
+        # whole, through a pipe, and the exit code kept.
+        path = {"intact": log, "broken": _tamper(log, tmp_path / "bad.jsonl", line=4)}.get(case)
+        done = subprocess.run(
+            [sys.executable, "-m", "retryctl.cli", "audit", str(path or tmp_path / "absent.jsonl"), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == {"intact": 0, "broken": 1, "missing": 2}[case], done.stderr
+        if case == "missing":
+            assert "no such log file" in done.stderr and not done.stdout
+        else:
+            assert json.loads(done.stdout) == json.loads(_audit(str(path), "--json").stdout)
 
     def test_missing_log_is_a_usage_error(self, tmp_path: Path) -> None:
         result = _audit(str(tmp_path / "absent.jsonl"))

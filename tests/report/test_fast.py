@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import retryctl.report._split as split_module
 from retryctl.audit import VerifyReport, verify_log
 from retryctl.audit._canonical import canonical_bytes
-from retryctl.report import Analysis, analyse, audit_log, summarise
+from retryctl.report import Analysis, analyse, audit_log, audit_summary, summarise
 from retryctl.report._analysis import analyse_plain
 from tests.report._logs import graph_log, tool_log, verdict, write_verdicts
 
@@ -160,7 +160,7 @@ class TestAuditLog:
     def test_a_failed_worker_leaves_the_work_to_this_process(
         self, logs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        def fail(*_: object) -> bytes:
+        def fail(*_: object, **__: object) -> bytes:
             raise RuntimeError("worker down")
 
         monkeypatch.setattr(split_module, "_pack", fail)  # the forked worker inherits it
@@ -168,6 +168,44 @@ class TestAuditLog:
         report, analysis = audit_log(path, min_bytes=0)
         assert _report(report) == _report(verify_log(path))
         assert _snapshot(analysis) == _snapshot(analyse_plain([path]))
+        report, summary = audit_summary(path, min_bytes=0)
+        assert _report(report) == _report(verify_log(path))
+        assert json.dumps(summary) == json.dumps(summarise(analyse_plain([path])))
+
+
+class TestAuditSummary:
+    """Only the summary: each process totals its own steps, and the totals are joined."""
+
+    @pytest.mark.parametrize("name", NAMES)
+    @pytest.mark.parametrize("share", SHARES)
+    def test_two_parts_equal_verify_log_and_the_plain_summary(
+        self, logs: dict[str, Path], name: str, share: float
+    ) -> None:
+        path = str(logs[name])
+        report, summary = audit_summary(path, min_bytes=0, first_share=share)
+        assert _report(report) == _report(verify_log(path))
+        assert json.dumps(summary) == json.dumps(summarise(analyse_plain([path])))
+
+    def test_a_step_in_both_parts_is_folded_again_here(
+        self, logs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The interleaved runs at the end of this log have steps on both sides of any cut among them.
+        path = str(logs["verdicts"])
+        lines = Path(path).read_bytes().splitlines(keepends=True)
+        cut = sum(map(len, lines[:-6]))
+        monkeypatch.setattr(split_module, "_step_boundary", lambda *_: cut)
+        refolded: list[int] = []
+        fold = split_module.fold_span
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            refolded.append(1)
+            fold(*args, **kwargs)
+
+        monkeypatch.setattr(split_module, "fold_span", counted)
+        report, summary = audit_summary(path, min_bytes=0)
+        assert refolded
+        assert _report(report) == _report(verify_log(path))
+        assert json.dumps(summary) == json.dumps(summarise(analyse_plain([path])))
 
 
 def _edit(line: bytes, how: int) -> bytes:
