@@ -48,7 +48,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from types import TracebackType
 from typing import ParamSpec, TypeVar
@@ -228,21 +228,8 @@ class Turn:
                 waiter.set_result(None)
 
 
-class _NoTurn:
-    """:func:`yielded_turn` outside a batch, or with the turn off: nothing to give up."""
-
-    __slots__ = ()
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
-
-
-_NO_TURN = _NoTurn()
+_NO_TURN: AbstractAsyncContextManager[None] = nullcontext()
+""":func:`yielded_turn` outside a batch, or with the turn off: nothing to give up (reusable)."""
 
 
 class _Yielded:

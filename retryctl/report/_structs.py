@@ -46,29 +46,10 @@ class Used(msgspec.Struct, gc=False):
     usd: int | float = 0.0
 
 
-class Budget(msgspec.Struct, gc=False):
-    """A verdict's ``budget``."""
-
-    used: Used | None = None
-    limit: dict[str, Any] | None = None
-
-
 class Thresholds(msgspec.Struct, gc=False):
     """A verdict's ``thresholds``: only ``accept`` is read."""
 
     accept: Any = UNSET
-
-
-class Extra(msgspec.Struct, gc=False):
-    """The keys of ``extra`` the audit reads (a gold answer, per-token data)."""
-
-    gold: Any = UNSET
-    token_entropy: Any = UNSET
-    token_logprobs: Any = UNSET
-
-    def as_dict(self) -> dict[str, Any]:
-        """The keys present, as the plain path would see them."""
-        return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not UNSET}
 
 
 class Candidates(msgspec.Struct, gc=False):
@@ -77,8 +58,39 @@ class Candidates(msgspec.Struct, gc=False):
     tool: Any = UNSET
 
 
-class Record(msgspec.Struct, gc=False):
-    """One log line, verdict or summary (or any other kind, counted only)."""
+class LeanBudget(msgspec.Struct, gc=False):
+    """A verdict's ``budget`` when only the summary is wanted: the limits are not read."""
+
+    used: Used | None = None
+
+
+class Budget(LeanBudget, gc=False):
+    """A verdict's ``budget``."""
+
+    limit: dict[str, Any] | None = None
+
+
+class LeanExtra(msgspec.Struct, gc=False):
+    """``extra`` when only the summary is wanted: the gold answer (per-token data feeds only the HTML)."""
+
+    gold: Any = UNSET
+
+
+class Extra(LeanExtra, gc=False):
+    """The keys of ``extra`` the audit reads (a gold answer, per-token data)."""
+
+    token_entropy: Any = UNSET
+    token_logprobs: Any = UNSET
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys present, as the plain path would see them."""
+        return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not UNSET}
+
+
+class LeanRecord(msgspec.Struct, gc=False):
+    """A log line as the fold reads it when only the summary is wanted: :class:`Record` without what
+    only the HTML report and the step details read (the limits, the per-token data, the sampling
+    history)."""
 
     kind: str = ""
     run_id: str = ""
@@ -90,62 +102,31 @@ class Record(msgspec.Struct, gc=False):
     attempt: int | float = 0
     answer: Any = None
     thresholds: Thresholds | None = None
-    budget: Budget | None = None
+    budget: LeanBudget | None = None
     target: Any = None
     error_class: Any = None
-    extra: Extra | None = None
+    extra: LeanExtra | None = None
     candidates_summary: Candidates | None = None
     # summaries
     final_answer: Any = None
     budget_used: Used | None = None
-    budget_max: dict[str, Any] | None = None
-    sampling_history: list[Any] | None = None
     # the chain (verification reads these; any type is accepted so that analysis never falls back on them)
     prev_hash: Any = None
     schema: Any = None
     hash: Any = None
 
 
+class Record(LeanRecord, gc=False):
+    """One log line, verdict or summary (or any other kind, counted only): every field the audit reads."""
+
+    budget: Budget | None = None
+    extra: Extra | None = None
+    budget_max: dict[str, Any] | None = None
+    sampling_history: list[Any] | None = None
+
+
 decoder = msgspec.json.Decoder(Record)
 """Decodes one line into :class:`Record`."""
-
-
-class LeanBudget(msgspec.Struct, gc=False):
-    """A verdict's ``budget`` when only the summary is wanted: the limits are not read."""
-
-    used: Used | None = None
-
-
-class LeanExtra(msgspec.Struct, gc=False):
-    """``extra`` when only the summary is wanted: the gold answer (per-token data feeds only the HTML)."""
-
-    gold: Any = UNSET
-
-
-class LeanRecord(msgspec.Struct, gc=False):
-    """:class:`Record` without what only the HTML report and the step details read (the limits, the
-    per-token data, the sampling history): what the fold reads when only the summary is wanted."""
-
-    kind: str = ""
-    run_id: str = ""
-    step_id: str = ""
-    action: str = "?"
-    confidence: int | float | None = None
-    reason: str = ""
-    attempt: int | float = 0
-    answer: Any = None
-    thresholds: Thresholds | None = None
-    budget: LeanBudget | None = None
-    target: Any = None
-    error_class: Any = None
-    extra: LeanExtra | None = None
-    candidates_summary: Candidates | None = None
-    final_answer: Any = None
-    budget_used: Used | None = None
-    prev_hash: Any = None
-    schema: Any = None
-    hash: Any = None
-
 
 lean_decoder = msgspec.json.Decoder(LeanRecord)
 """Decodes one line into :class:`LeanRecord`."""
