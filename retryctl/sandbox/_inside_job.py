@@ -2,10 +2,10 @@
 job's code. Runs under ``/usr/bin/python3 -I -S -B`` with no retryctl installed.
 
 Its text is run by ``python3 -c`` (see ``_launch.inside_program``), so it uses the standard library
-only and no ``from __future__``. On its own it is the **direct** mode of cold bubblewrap runs
-(:func:`direct_main`): one job, run in this very process; the spec arrives marshalled on stdin;
-stdout and stderr are files the host opened; the spec's ``status_fd`` reports ``S`` once setup is done
-or ``E<reason>`` if it failed; stragglers die with bwrap's pid namespace.
+only and no ``from __future__``. After ``_inside_os.py`` (the kernel calls) it is the **direct** mode of
+cold bubblewrap runs (:func:`direct_main`): one job, run in this very process; the spec arrives
+marshalled on stdin; stdout and stderr are files the host opened; the spec's ``status_fd`` reports
+``S`` once setup is done or ``E<reason>`` if it failed; stragglers die with bwrap's pid namespace.
 
 Nothing here imports json, re, signal (enum) or traceback at start-up: each costs milliseconds of the
 cold-start budget (traceback is imported only when a job raises). Under ``-S`` not even ``os`` is
@@ -20,6 +20,22 @@ import marshal
 import posix
 import resource
 import sys
+
+# On the host (tests, type checks) these import; inside the sandbox _inside_os.py comes first in the
+# same text instead. (contextlib.suppress would cost an import at every sandbox start-up.)
+try:  # noqa: SIM105
+    from retryctl.sandbox._inside_os import (
+        CLONE_NEWNS,
+        PR_SET_NO_NEW_PRIVS,
+        drop_capabilities,
+        mount_tmpfs,
+        own_user_namespace,
+        prctl,
+        private_mounts,
+        seccomp_install,
+    )
+except ImportError:  # pragma: no cover - the sandbox has no retryctl
+    pass
 
 # The file name ``python -c`` gives its code too. ``exec`` of the source str compiles it under this
 # name; the builtin ``compile()`` would cost ~1 ms more on its first call in a process, because it
@@ -153,13 +169,26 @@ def _print_traceback(exc: BaseException, code: str) -> None:
 
 
 def direct_main() -> None:
-    """Cold bubblewrap mode: set up, report ``S`` on the status fd, run the job in this process."""
+    """Cold bubblewrap mode: this interpreter is pid 1 of bwrap's pid namespace (``--as-pid-1``: no
+    other process shares it, and when it exits the kernel kills whatever it started). It enters a
+    user and mount namespace of its own to mount a tmpfs of exactly ``disk_mb`` and ``max_files``
+    inodes over ``/work``, drops the capabilities that gave it, installs the seccomp program,
+    reports ``S`` on the status fd and runs the job in this process."""
     status_fd = 3
     files_error = None
     try:
         spec = read_frame(0)
         status_fd = spec["status_fd"]
+        limits = spec["limits"]
         workdir = posix.getcwd()
+        try:
+            own_user_namespace(CLONE_NEWNS)
+            private_mounts()
+            mount_tmpfs(workdir, limits["disk_bytes"], limits["max_files"] + 2)
+            posix.chdir(workdir)
+            drop_capabilities()
+        except OSError:  # nested user namespaces refused: bwrap's sized /work stays, inodes polled
+            pass
         try:
             write_files(workdir, spec["files"])
         except OSError as exc:  # e.g. the files alone exceed the disk quota: the job's failure
@@ -167,7 +196,9 @@ def direct_main() -> None:
         devnull = posix.open("/dev/null", posix.O_RDONLY)
         posix.dup2(devnull, 0)
         posix.close(devnull)
-        set_limits(spec["limits"], spec["nproc_base"])
+        set_limits(limits, 1)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        seccomp_install(spec["seccomp"])
     except BaseException as exc:
         posix.write(status_fd, b"E" + repr(exc).encode()[:2000])
         posix._exit(125)

@@ -14,10 +14,20 @@ import _ctypes
 import posix
 
 __all__ = [
+    "drop_capabilities",
     "landlock_abi",
     "landlock_restrict",
+    "landlock_scope",
+    "minimal_root",
+    "mount_tmpfs",
+    "own_user_namespace",
     "prctl",
+    "private_mounts",
     "seccomp_install",
+    "set_hostname",
+    "spawn_in_pid_namespace",
+    "unmount",
+    "unshare",
 ]
 
 _NR_LANDLOCK_CREATE_RULESET = 444  # same number on every architecture (added after the unification)
@@ -40,6 +50,14 @@ _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 0x4000, 1 << 18
+_MNT_DETACH = 2
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
+_SIGCHLD = 17  # the same number on x86_64 and aarch64
+_CAP_V3 = 0x20080522
 
 
 # The C types used below (LP64 Linux: long and size_t are 64-bit, as ctypes' c_long and c_size_t).
@@ -94,6 +112,11 @@ class _Libc:
 _libc = _Libc()
 _syscall = _libc.function("syscall", _Long)
 _prctl = _libc.function("prctl", _Int, [_Int, _ULong, _ULong, _ULong, _ULong])
+_unshare = _libc.function("unshare", _Int, [_Int])
+_mount = _libc.function("mount", _Int, [_CharP, _CharP, _CharP, _ULong, _CharP])
+_sethostname = _libc.function("sethostname", _Int, [_CharP, _ULong])
+_umount2 = _libc.function("umount2", _Int, [_CharP, _Int])
+_capset = _libc.function("capset", _Int)
 
 
 class _RulesetAttr(_ctypes.Structure):
@@ -107,6 +130,15 @@ class _RulesetAttr(_ctypes.Structure):
 class _PathBeneathAttr(_ctypes.Structure):
     _pack_ = 1
     _fields_ = (("allowed_access", _ULongLong), ("parent_fd", _Int))
+
+
+class _CapHeader(_ctypes.Structure):
+    _fields_ = (("version", _UInt), ("pid", _Int))
+
+
+class _CapData(_ctypes.Structure):
+    # Two 32-bit halves of each set (effective, permitted, inheritable), all zero.
+    _fields_ = tuple((f"w{i}", _UInt) for i in range(6))
 
 
 class _SockFprog(_ctypes.Structure):
@@ -123,6 +155,133 @@ def _check(result: int, what: str) -> int:
 def prctl(option: int, arg: int = 0) -> None:
     """``prctl(option, arg, 0, 0, 0)``, raising ``OSError`` on failure."""
     _check(_prctl(option, arg, 0, 0, 0), f"prctl({option})")
+
+
+def unshare(flags: int) -> None:
+    """``unshare(flags)``, raising ``OSError`` on failure."""
+    _check(_unshare(flags), f"unshare({flags:#x})")
+
+
+def _write_proc(path: str, text: str) -> None:
+    fd = posix.open(path, posix.O_WRONLY | posix.O_CLOEXEC)
+    try:
+        posix.write(fd, text.encode())
+    finally:
+        posix.close(fd)
+
+
+def own_user_namespace(extra_flags: int = 0) -> None:
+    """Enter a new user namespace (plus ``extra_flags`` namespaces) mapping only this process's own
+    uid and gid to themselves: it then holds every capability over the namespaces it creates next
+    (mounts, IPC, hostname, pids) and none over anything of the host's."""
+    uid, gid = posix.geteuid(), posix.getegid()
+    unshare(CLONE_NEWUSER | extra_flags)
+    _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write_proc("/proc/self/setgroups", "deny")
+    _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def private_mounts() -> None:
+    """Stop mount events of this (new) mount namespace from propagating anywhere."""
+    _check(_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(/, private)")
+
+
+def mount_tmpfs(path: str, size: int, inodes: int) -> None:
+    """Mount a tmpfs of ``size`` bytes and at most ``inodes`` inodes over ``path`` (in a mount
+    namespace of our own): the kernel enforces both, whatever the job does to its tree."""
+    options = f"size={size},nr_inodes={inodes},mode=700".encode()
+    _check(
+        _mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options),
+        f"mount(tmpfs on {path})",
+    )
+
+
+def _bind(source: str, target: str, *, read_only: bool) -> None:
+    _check(_mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None), f"bind {source}")
+    if read_only:
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+        _check(_mount(None, target.encode(), None, flags, None), f"read-only {target}")
+
+
+def _make_parents(path: str) -> None:
+    parts = path.strip("/").split("/")
+    current = ""
+    for part in parts[:-1]:
+        current += "/" + part
+        try:  # noqa: SIM105 - no contextlib import in the sandbox's start-up
+            posix.mkdir(current, 0o755)
+        except FileExistsError:
+            pass
+
+
+def minimal_root(
+    scratch: str, *, read_paths: list[str], device_paths: list[str], keep: str, pivot_nr: int
+) -> None:
+    """Replace this mount namespace's root with a tmpfs at ``scratch`` holding only ``read_paths``
+    (bound read-only; merged-/usr symlinks stay symlinks), ``device_paths`` and ``keep`` (bound
+    read-write, not recursively: ``scratch`` lives inside it), as bubblewrap builds its root: no
+    other host path can be stat()ed, watched or connected to afterwards."""
+    _check(_mount(b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=755"),
+           "mount(scratch root)")  # fmt: skip
+    for path in read_paths:
+        target = scratch + path
+        try:
+            mode = posix.lstat(path).st_mode & 0o170000
+        except FileNotFoundError:
+            continue
+        _make_parents(target)
+        if mode == 0o120000:  # a symlink such as /lib -> usr/lib
+            posix.symlink(posix.readlink(path), target)
+            continue
+        if mode == 0o040000:
+            posix.mkdir(target, 0o755)
+        else:
+            posix.close(posix.open(target, posix.O_WRONLY | posix.O_CREAT, 0o644))
+        _bind(path, target, read_only=True)
+    for path in device_paths:
+        _make_parents(scratch + path)
+        posix.close(posix.open(scratch + path, posix.O_WRONLY | posix.O_CREAT, 0o644))
+        _bind(path, scratch + path, read_only=False)
+    _make_parents(scratch + keep)
+    posix.mkdir(scratch + keep, 0o700)
+    _check(_mount(keep.encode(), (scratch + keep).encode(), None, _MS_BIND, None), f"bind {keep}")
+    posix.mkdir(scratch + "/.old", 0o700)
+    _check(_syscall(_Long(pivot_nr), scratch.encode(), (scratch + "/.old").encode()), "pivot_root")
+    posix.chdir("/")
+    _check(_umount2(b"/.old", _MNT_DETACH), "umount(old root)")
+    posix.rmdir("/.old")
+    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    _check(_mount(None, b"/", None, flags, None), "read-only root")
+
+
+def unmount(path: str) -> None:
+    """Detach the mount at ``path``; its tmpfs is freed once nothing holds it open."""
+    _check(_umount2(path.encode(), _MNT_DETACH), f"umount({path})")
+
+
+def spawn_in_pid_namespace(clone_nr: int) -> int:
+    """``clone(CLONE_NEWPID | SIGCHLD)``: fork a child that is pid 1 of a new pid namespace; 0 in
+    the child, its pid in the parent. (``unshare(CLONE_NEWPID)`` works once per process; clone's flag
+    every time.) The child returns into this interpreter as after a fork but without Python's and
+    glibc's fork hooks: fine for a single-threaded caller whose child only sets up and forks again
+    (glibc's own fork then makes a fully consistent grandchild)."""
+    return _check(
+        _syscall(_Long(clone_nr), _ULong(CLONE_NEWPID | _SIGCHLD), _ULong(0), _ULong(0), _ULong(0),
+                 _ULong(0)),
+        "clone(CLONE_NEWPID)",
+    )  # fmt: skip
+
+
+def set_hostname(name: str) -> None:
+    """``sethostname`` (in a UTS namespace of our own: the host's name is not visible)."""
+    data = name.encode()
+    _check(_sethostname(data, _ULong(len(data))), "sethostname")
+
+
+def drop_capabilities() -> None:
+    """Clear every capability set of this thread (those a new user namespace granted)."""
+    header, data = _CapHeader(_CAP_V3, 0), _CapData()
+    _check(_capset(_ctypes.byref(header), _ctypes.byref(data)), "capset")
 
 
 def landlock_abi() -> int:
@@ -184,6 +343,21 @@ def landlock_restrict(
             _syscall(_NR_LANDLOCK_RESTRICT_SELF, _Int(ruleset), _UInt(0)),
             "landlock_restrict_self",
         )
+    finally:
+        posix.close(ruleset)
+
+
+def landlock_scope(abi: int) -> None:
+    """A domain that handles no filesystem or network right, only the signal and abstract-unix
+    scopes (ABI 6+): it confines whom this process and its children may signal without stopping
+    them from mounting in namespaces of their own (a domain handling filesystem rights would)."""
+    attr = _RulesetAttr(0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
+    ruleset = _check(
+        _syscall(_NR_LANDLOCK_CREATE_RULESET, _ctypes.byref(attr), _ULong(24), _UInt(0)),
+        "landlock_create_ruleset(scope)",
+    )  # fmt: skip
+    try:
+        _check(_syscall(_NR_LANDLOCK_RESTRICT_SELF, _Int(ruleset), _UInt(0)), "landlock_restrict_self")
     finally:
         posix.close(ruleset)
 

@@ -1,10 +1,25 @@
 """The warm-worker half of the in-sandbox program (sent after ``_inside_os.py`` and
 ``_inside_job.py``; standard library only, no ``from __future__``).
 
-A worker reads a config frame, then one frame per job on stdin; it forks one child per job, confines
-the child (rlimits, a per-job Landlock domain over its own work dir, a seccomp guard naming the
-worker's pid), waits with a wall timeout, then SIGKILLs everything left with ``kill(-1)``: inside a
-pid namespace, a Landlock signal scope or a uid of its own, that reaches the job's processes only.
+A worker reads a config frame, then two frames per job on stdin: the job's limits (for itself) and
+the job (code, files, limits), which it never reads: ``splice`` moves those bytes from its stdin to
+the job's pipe inside the kernel, and ``sendfile`` moves the job's output to the host the same way.
+So no job's code, files or output ever sits in the worker's memory, and a child forked from it for
+the next job (the fork happens after each answer, off the critical path) cannot find them there.
+
+Where user namespaces work, the worker enters user, mount, IPC and UTS namespaces of its own at
+start-up (names the host ``sandbox``; in the Landlock tier it also pivots into a root holding only
+the system dirs, four devices and its own directory, as bwrap builds one). Per job it mounts a
+tmpfs of exactly ``disk_mb`` and ``max_files + 2`` inodes over its own directory (hiding its
+``jobs/`` and ``out/``) and clones the job's **init**: pid 1 of a new pid namespace, which forks the
+**job** and only reaps. The job drops every capability, confines itself (Landlock over its tmpfs,
+seccomp) and reads its frame. The init has no Landlock domain of the job's, so the job cannot
+ptrace, write or signal it; when the job exits the init exits, and the kernel kills whatever is
+left in the pid namespace before the worker sees that exit; the worker then unmounts the tmpfs,
+which frees everything in it. Where namespaces are refused the job is forked directly into a
+directory under ``jobs/``, guarded by seccomp from signalling the worker, its usage is polled, and
+the worker kills everything it may with ``kill(-1)`` (a Landlock signal scope or a uid of its own
+make that the job's processes only) and deletes the directory.
 
 It uses ``posix`` rather than ``os`` (see ``_inside_job``): a Landlock-tier cold run starts one
 worker per call, and ``import os`` would add ~1.4 ms to each.
@@ -15,8 +30,8 @@ host trusts nothing it reads and checks every length).
 """
 
 import gc
-import marshal
 import posix
+import resource
 import select
 import struct
 import time
@@ -25,6 +40,7 @@ import time
 # instead. (contextlib.suppress would cost an import at every sandbox start-up.)
 try:
     from retryctl.sandbox._inside_job import (
+        _read_exact,
         _write_all,
         exec_user_code,
         read_frame,
@@ -32,13 +48,25 @@ try:
         write_files,
     )
     from retryctl.sandbox._inside_os import (
+        CLONE_NEWIPC,
+        CLONE_NEWNS,
+        CLONE_NEWUTS,
         PR_SET_CHILD_SUBREAPER,
         PR_SET_DUMPABLE,
         PR_SET_NO_NEW_PRIVS,
         PR_SET_PDEATHSIG,
+        drop_capabilities,
         landlock_restrict,
+        landlock_scope,
+        minimal_root,
+        mount_tmpfs,
+        own_user_namespace,
         prctl,
+        private_mounts,
         seccomp_install,
+        set_hostname,
+        spawn_in_pid_namespace,
+        unmount,
     )
 except ImportError:  # pragma: no cover - the sandbox has no retryctl
     pass
@@ -50,20 +78,28 @@ KIND_READY, KIND_JOB, KIND_ERROR = 0, 1, 2
 KILLED_BY = {None: 0, "timeout": 1, "disk_quota": 2}
 _SIGKILL = 9  # the same number on every Linux architecture; `import signal` would cost ~3 ms (enum)
 _WATCH_S = 0.05
+_JOB_NPROC_BASE = 3
+"""Processes of the job's user namespace that count against its RLIMIT_NPROC besides its own: the
+worker, the job's init and the job's first process."""
 
 
 class Worker:
-    """The warm worker's state: its config and job counter."""
+    """The warm worker's state: its config, job counter and the next job's pre-forked processes."""
 
     def __init__(self, cfg: dict) -> None:  # type: ignore[type-arg]
         self.cfg = cfg
         self.root = cfg["root"]
         self.jobs = 0
         self.next: tuple | None = None  # type: ignore[type-arg]
-        """The pre-forked child waiting for the next job: (pid, work dir, job pipe)."""
-        self.outs: list = []  # type: ignore[type-arg]
+        """The pre-forked child waiting for the next job: (pid, work dir, job pipe, status pipe, outs)."""
         self.scoped = bool(cfg["scoped_kill"])
         self.pid = posix.getpid()
+        self.isolated = False
+        """Each job gets namespaces and a tmpfs of its own (user namespaces work here)."""
+        self.mounted = False
+        """A job's tmpfs is mounted over the root (unmounted before the next one is)."""
+        self.lifeline = (-1, -1)
+        """A pipe whose write end only this worker holds: a job's init exits when it reads EOF."""
         self.guard = None
         if cfg["guard"] is not None:
             program, pid_at, neg_at = cfg["guard"]
@@ -75,102 +111,196 @@ class Worker:
             self.guard = bytes(patched)
 
     def setup(self) -> None:
-        """Confine the worker itself: no core dumps of its memory, reaper of orphans, seccomp, and in
-        the Landlock tier a domain of its own (which also scopes its ``kill(-1)`` to its jobs)."""
+        """Confine the worker itself: no core dumps of its memory, reaper of orphans, a user namespace
+        of its own when allowed, and in the Landlock tier a domain (a signal scope, or the whole
+        filesystem rules where jobs cannot have namespaces) that also scopes its ``kill(-1)``."""
+        if self.cfg["isolate"]:
+            try:  # first: a non-dumpable process may not write its own uid_map
+                own_user_namespace(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+                self.isolated = True
+            except OSError:
+                self.isolated = False
+        if self.isolated:  # from here a failure is the worker's: it has left the host's namespaces
+            private_mounts()
+            set_hostname("sandbox")
+            if self.cfg["worker_domain"]:  # the Landlock tier: a root of the system only, as bwrap's
+                scratch = self.root + "/jobs/.root"
+                posix.mkdir(scratch, 0o700)
+                minimal_root(scratch, read_paths=self.cfg["read_paths"],
+                             device_paths=self.cfg["device_paths"], keep=self.root,
+                             pivot_nr=self.cfg["pivot_nr"])  # fmt: skip
+        if self.isolated:
+            self.lifeline = posix.pipe()
+        # The walk of a job's directory (without namespaces) holds one descriptor per level.
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         prctl(PR_SET_DUMPABLE, 0)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
-        for path in (self.root + "/jobs", self.cfg["out_dir"]):  # their parents exist
+        for path in (self.root + "/jobs", self.root + "/out"):
             try:  # noqa: SIM105 - no contextlib import in the sandbox's start-up
                 posix.mkdir(path, 0o700)
             except FileExistsError:
                 pass
-        self.outs = [
-            posix.open(f"{self.cfg['out_dir']}/{n}", posix.O_RDWR | posix.O_CREAT | posix.O_CLOEXEC, 0o600)
-            for n in ("stdout", "stderr")
-        ]
-        if self.cfg["seccomp"] is not None:
-            seccomp_install(self.cfg["seccomp"])
+        abi = self.cfg["landlock_abi"]
         if self.cfg["worker_domain"]:
-            landlock_restrict(self.cfg["landlock_abi"], read_paths=self.cfg["read_paths"],
-                              write_paths=[self.root], device_paths=self.cfg["device_paths"])  # fmt: skip
+            # A domain handling filesystem rights would forbid the jobs' init its mounts.
+            if self.isolated and abi >= 6:
+                landlock_scope(abi)
+            elif not self.isolated:
+                landlock_restrict(abi, read_paths=self.cfg["read_paths"], write_paths=[self.root],
+                                  device_paths=self.cfg["device_paths"])  # fmt: skip
 
     def prefork(self) -> None:
-        """Fork and confine the next job's child ahead of its job, off the critical path: it waits
-        on a pipe for the code and the limits. Called after each answer (and before the first job)."""
+        """Set up the next job's processes ahead of its job, off the critical path; the job waits on a
+        pipe for its frame. Called after each answer (and before the first job)."""
         if self.next is not None:
             return
         self.jobs += 1
-        workdir = f"{self.root}/jobs/{self.jobs}"
-        posix.mkdir(workdir, 0o700)
-        read_end, write_end = posix.pipe()
-        pid = posix.fork()
-        if pid == 0:
-            self._child(workdir, read_end)
-        posix.close(read_end)
-        self.next = (pid, workdir, write_end)
+        if self.mounted:  # the last job's tmpfs: everything in it is dead, so it is freed now
+            unmount(self.root)
+            self.mounted = False
+        flags = posix.O_RDWR | posix.O_TMPFILE | posix.O_CLOEXEC
+        # Fresh nameless output files per job: nothing to chmod, fill or read by path.
+        outs = [posix.open(self.root + "/out", flags, 0o600) for _ in range(2)]
+        job_r, job_w = posix.pipe()
+        status_r, status_w = posix.pipe()
+        if self.isolated:
+            workdir = self.root
+            # Over the worker's own files, which the job then cannot reach by any path.
+            mount_tmpfs(workdir, self.cfg["disk_bytes"], self.cfg["max_files"] + 2)
+            self.mounted = True
+            pid = spawn_in_pid_namespace(self.cfg["clone_nr"])
+            if pid == 0:
+                for fd in (job_w, status_r, self.lifeline[1]):
+                    posix.close(fd)
+                self._init(workdir, job_r, status_w, outs)
+        else:
+            workdir = f"{self.root}/jobs/{self.jobs}"
+            posix.mkdir(workdir, 0o700)
+            pid = posix.fork()
+            if pid == 0:
+                posix.close(job_w)
+                posix.close(status_r)
+                self._job(workdir, job_r, outs)
+        for fd in (job_r, status_w):
+            posix.close(fd)
+        self.next = (pid, workdir, job_w, status_r, outs)
 
-    def run(self, job: dict) -> tuple[dict, bytes, bytes]:  # type: ignore[type-arg]
-        """Hand one job to the pre-forked child; return the header, stdout and stderr (capped)."""
+    def serve(self, limits: dict) -> None:  # type: ignore[type-arg]
+        """Forward one job frame to the pre-forked job, wait for it, answer the host."""
         self.prefork()
-        pid, workdir, job_pipe = self.next  # type: ignore[misc]
+        pid, workdir, job_pipe, status_pipe, outs = self.next  # type: ignore[misc]
         self.next = None
-        limits = job["limits"]
-        for fd in self.outs:  # the same two files every job: cheaper than creating and unlinking
-            posix.ftruncate(fd, 0)
-            posix.lseek(fd, 0, 0)  # SEEK_SET
-        header: dict = {"killed_by": None, "sizes": [0, 0]}  # type: ignore[type-arg]
+        killed_by = None
         try:
-            try:
-                write_files(workdir, job["files"])
-            except OSError as exc:  # e.g. the files alone exceed the disk quota
-                header["exit_code"] = 1
-                return header, b"", f"sandbox: cannot write the job's files: {exc}\n".encode()
             started = time.monotonic()
-            blob = marshal.dumps({"code": job["code"], "limits": limits})
-            try:  # noqa: SIM105 - no contextlib import in the sandbox's start-up
-                _write_all(job_pipe, struct.pack(">I", len(blob)) + blob)
-            except OSError:  # the child died before its job: its exit status says how
-                pass
+            _forward_frame(job_pipe)
             posix.close(job_pipe)
             job_pipe = -1
-            status = self._wait(pid, started + limits["timeout_s"], workdir, limits, header)
-            header["exit_code"] = posix.waitstatus_to_exitcode(status)
+            killed_by, status = self._wait(pid, started + limits["timeout_s"], workdir)
+            if self.isolated and killed_by is None:  # the init relays the job's own status
+                relayed = posix.read(status_pipe, 4)
+                if len(relayed) == 4:
+                    status = int.from_bytes(relayed, "big")
+            exit_code = posix.waitstatus_to_exitcode(status)
             _kill_all(self.scoped, pid)
-            header["sizes"] = [posix.fstat(fd).st_size for fd in self.outs]
-            data = [posix.pread(fd, limits["max_output_bytes"], 0) for fd in self.outs]
-            return header, data[0], data[1]
+            sizes = [posix.fstat(fd).st_size for fd in outs]
+            cap = limits["max_output_bytes"]
+            lengths = [min(size, cap) for size in sizes]
+            _write_all(1, struct.pack(ANSWER, KIND_JOB, exit_code, KILLED_BY[killed_by], sizes[0],
+                                      sizes[1], lengths[0], lengths[1]))  # fmt: skip
+            for fd, length in zip(outs, lengths, strict=True):
+                _send_file(fd, length)
         finally:
-            if job_pipe >= 0:
-                posix.close(job_pipe)
+            for fd in (job_pipe, status_pipe, *outs):
+                if fd >= 0:
+                    posix.close(fd)
             _kill_all(self.scoped, pid)
-            _remove_tree(workdir)
+            if not self.isolated:
+                remove_tree(workdir)
 
-    def _child(self, workdir: str, job_pipe: int) -> None:
+    def _init(self, workdir: str, job_pipe: int, status_pipe: int, outs: list) -> None:  # type: ignore[type-arg]
+        """The job's pid 1: it forks the job, then reaps orphans until the job exits or the worker dies
+        (its lifeline reads EOF), and exits too, which makes the kernel kill the rest of its pid
+        namespace. The job cannot write or signal it: it is outside the job's Landlock domain."""
         try:
             posix.setsid()
+            devnull = posix.open("/dev/null", posix.O_RDWR)
+            posix.dup2(devnull, 0)
+            posix.dup2(devnull, 1)
+            posix.close(devnull)
+            job = posix.fork()
+            if job == 0:
+                self._job(workdir, job_pipe, outs)
+            for fd in (job_pipe, *outs):
+                posix.close(fd)
+            job_fd = posix.pidfd_open(job)
+            poller = select.poll()
+            poller.register(job_fd, select.POLLIN)
+            poller.register(self.lifeline[0], select.POLLIN)
+            status = None
+            while status is None:
+                ready = poller.poll(_WATCH_S * 1000)
+                if any(fd == self.lifeline[0] for fd, _ in ready):
+                    posix._exit(125)
+                while True:  # reap orphans (they would count against the job's RLIMIT_NPROC)
+                    try:
+                        pid, found = posix.waitpid(-1, posix.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if pid == 0:
+                        break
+                    if pid == job:
+                        status = found
+            posix.write(status_pipe, status.to_bytes(4, "big"))
+        except BaseException as exc:
+            posix.write(2, b"sandbox init failed: " + repr(exc).encode())
+            posix._exit(125)
+        posix._exit(0)  # the kernel now kills whatever the job left in its pid namespace
+
+    def _job(self, workdir: str, job_pipe: int, outs: list) -> None:  # type: ignore[type-arg]
+        try:
             prctl(PR_SET_PDEATHSIG, _SIGKILL)
+            posix.setsid()
             devnull = posix.open("/dev/null", posix.O_RDONLY)
-            for target, fd in ((0, devnull), (1, self.outs[0]), (2, self.outs[1]), (3, job_pipe)):
+            for target, fd in ((0, devnull), (1, outs[0]), (2, outs[1]), (3, job_pipe)):
                 posix.dup2(fd, target)
             posix.closerange(4, 1 << 16)
             posix.chdir(workdir)
+            if self.isolated:
+                drop_capabilities()
             if self.cfg["landlock_abi"]:
                 landlock_restrict(self.cfg["landlock_abi"], read_paths=self.cfg["read_paths"],
                                   write_paths=[workdir], device_paths=self.cfg["device_paths"])  # fmt: skip
-            if self.guard is not None:
+            if self.cfg["seccomp"] is not None:
+                seccomp_install(self.cfg["seccomp"])
+            if self.guard is not None and not self.isolated:  # a pid namespace hides the worker
                 seccomp_install(self.guard)
             job = read_frame(3)
             posix.close(3)
-            set_limits(job["limits"], self.cfg["nproc_base"])
+            files_error = None
+            try:
+                write_files(workdir, job["files"])
+            except OSError as exc:  # e.g. the files alone exceed the disk quota: the job's failure
+                files_error = exc
+            set_limits(job["limits"], _JOB_NPROC_BASE if self.isolated else self.cfg["nproc_base"])
         except EOFError:  # the worker is shutting down: there is no job
             posix._exit(0)
         except BaseException as exc:
             posix.write(2, b"sandbox setup failed: " + repr(exc).encode())
             posix._exit(125)
+        if files_error is not None:
+            posix.write(2, f"sandbox: cannot write the job's files: {files_error}\n".encode())
+            posix._exit(1)
         posix._exit(exec_user_code(job["code"], workdir, set_env=True))
 
-    def _wait(self, pid: int, deadline: float, workdir: str, limits: dict, header: dict) -> int:  # type: ignore[type-arg]
+    def _wait(self, pid: int, deadline: float, workdir: str) -> tuple:  # type: ignore[type-arg]
+        """Wait for the job (its init, when isolated) to exit; kill it at the deadline or past its
+        file-count quota. Returns ``(killed_by, wait status)``."""
+        cfg = self.cfg
+        # The job's tmpfs is measured with one statvfs; without one, the directory is walked.
+        over = tmpfs_over if self.isolated else usage_over
         pidfd = posix.pidfd_open(pid)
         try:
             poller = select.poll()
@@ -178,37 +308,175 @@ class Worker:
             while True:
                 left = deadline - time.monotonic()
                 wait_s = min(left, _WATCH_S)
+                killed_by = None
                 if left <= 0 or not poller.poll(max(wait_s, 0) * 1000):
                     if left <= 0:
-                        header["killed_by"] = "timeout"
-                    elif usage_over(workdir, limits["disk_bytes"], limits["max_files"]):
-                        header["killed_by"] = "disk_quota"
+                        killed_by = "timeout"
+                    elif over(workdir, cfg["disk_bytes"], cfg["max_files"]):
+                        killed_by = "disk_quota"
                     else:
                         continue
                     _signal_all(self.scoped, pid)
-                return posix.waitpid(pid, 0)[1]
+                return killed_by, posix.waitpid(pid, 0)[1]
         finally:
             posix.close(pidfd)
 
 
-def usage_over(root: str, max_bytes: int, max_entries: int) -> bool:
-    """Whether the tree under ``root`` holds more than ``max_bytes`` of disk or ``max_entries``
-    files and directories (a tmpfs's size bounds bytes, not inodes; a plain directory bounds
-    neither). Stops scanning as soon as it knows."""
-    total, entries, stack = 0, 0, [root]
-    while stack:
-        try:
-            with posix.scandir(stack.pop()) as it:
-                for entry in it:
-                    entries += 1
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    if total > max_bytes or entries > max_entries:
-                        return True
+def _forward_frame(job_pipe: int) -> None:
+    """Move one length-prefixed frame from stdin to ``job_pipe`` without reading it into memory; if
+    the job is gone, drain the frame so the next one starts where it should."""
+    header = _read_exact(0, 4)
+    left = int.from_bytes(header, "big")
+    target = job_pipe
+    try:
+        _write_all(job_pipe, header)
+    except OSError:
+        target = -1
+    sink = -1
+    try:
+        while left:
+            if target < 0:
+                if sink < 0:
+                    sink = posix.open("/dev/null", posix.O_WRONLY)
+                target = sink
+            try:
+                moved = posix.splice(0, target, min(left, 1 << 20))
+            except BrokenPipeError:  # the job died before reading its frame
+                target = -1
+                continue
+            if not moved:
+                raise EOFError
+            left -= moved
+    finally:
+        if sink >= 0:
+            posix.close(sink)
+
+
+def _send_file(fd: int, length: int) -> None:
+    """Send the first ``length`` bytes of ``fd`` to stdout (the host) inside the kernel."""
+    offset = 0
+    while offset < length:
+        sent = posix.sendfile(1, fd, offset, length - offset)
+        if not sent:  # the file shrank under us: pad so the frame stays as announced
+            _write_all(1, bytes(length - offset))
+            return
+        offset += sent
+
+
+def tmpfs_over(path: str, max_bytes: int, max_entries: int) -> bool:
+    """Whether the tmpfs at ``path`` holds more than ``max_bytes`` or ``max_entries`` inodes besides
+    its root: one ``statvfs``, which no directory mode, depth or unlinked file can hide from."""
+    try:
+        st = posix.statvfs(path)
+    except OSError:
+        return False
+    used_bytes = (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used_bytes > max_bytes or st.f_files - st.f_ffree - 1 > max_entries
+
+
+_O_DIR = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+
+
+def _open_dir(name: str, dir_fd: int | None) -> int:
+    """Open a directory the job may have made unreadable: it (and every file in it) belongs to the
+    uid this runs as, so give the owner its rights back first (again, if a running job took them
+    away in between, a few times)."""
+    for attempt in range(3):
+        try:  # noqa: SIM105
+            posix.chmod(name, 0o700, dir_fd=dir_fd)
         except OSError:
-            continue
+            pass
+        try:
+            return posix.open(name, _O_DIR, dir_fd=dir_fd)
+        except PermissionError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def usage_over(root: str, max_bytes: int, max_entries: int) -> bool:
+    """Whether the tree under ``root`` (a plain directory: no namespaces here) holds more than
+    ``max_bytes`` of disk or ``max_entries`` files and directories. Walks by file descriptor (no
+    path grows with depth), restoring the owner's rights on directories as it goes; a tree it cannot
+    walk at all (too deep for the open files allowed) counts as over the quota. A best effort,
+    polled: a running job can change its tree under the walk."""
+    total, entries = 0, 0
+    try:
+        stack = [_open_dir(root, None)]
+    except OSError:
+        return False
+    try:
+        while stack:
+            fd = stack.pop()
+            try:
+                with posix.scandir(fd) as it:
+                    for entry in it:
+                        entries += 1
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(_open_dir(entry.name, fd))
+                        if total > max_bytes or entries > max_entries:
+                            return True
+            except (FileNotFoundError, PermissionError):  # changed under the walk: next poll
+                continue
+            except OSError:
+                return True
+            finally:
+                posix.close(fd)
+    finally:
+        for fd in stack:
+            posix.close(fd)
     return False
+
+
+def remove_tree(path: str) -> bool:
+    """Delete ``path`` and everything under it once nothing runs there any more, whatever the job
+    did to it: iterative, one open directory at a time (``..`` walks back up, so neither the
+    recursion limit nor PATH_MAX nor the open-file limit is reached at any depth), restoring the
+    owner's rights on each directory. False if something could not be removed."""
+    try:
+        posix.rmdir(path)  # the common case: empty
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        fd = _open_dir(path, None)
+    except OSError:
+        return False
+    names: list = []  # type: ignore[type-arg]
+    try:
+        while True:
+            with posix.scandir(fd) as it:
+                found = list(it)
+            sub = None
+            for entry in found:
+                if entry.is_dir(follow_symlinks=False):
+                    sub = entry.name
+                else:
+                    posix.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                child = _open_dir(sub, fd)
+                posix.close(fd)
+                fd = child
+                names.append(sub)
+                continue
+            if not names:
+                break
+            parent = posix.open("..", _O_DIR & ~posix.O_NOFOLLOW, dir_fd=fd)
+            posix.close(fd)
+            fd = parent
+            posix.rmdir(names.pop(), dir_fd=fd)
+    except OSError:
+        return False
+    finally:
+        posix.close(fd)
+    try:
+        posix.rmdir(path)
+    except OSError:
+        return False
+    return True
 
 
 def _signal_all(scoped: bool, pgid: int) -> None:
@@ -238,37 +506,8 @@ def _kill_all(scoped: bool, pgid: int) -> None:
         time.sleep(0.0005)
 
 
-def _remove_tree(path: str) -> None:
-    """Delete a job's work dir, however the job left it: iterative (a job can nest directories
-    deeper than the recursion limit) and restoring permissions a job may have taken away."""
-    try:  # the common case: the job left its work dir empty
-        posix.rmdir(path)
-        return
-    except OSError:
-        pass
-    stack, dirs = [path], []
-    while stack:
-        current = stack.pop()
-        dirs.append(current)
-        try:
-            posix.chmod(current, 0o700)
-            with posix.scandir(current) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    else:
-                        posix.unlink(entry.path)
-        except OSError:
-            continue
-    for current in reversed(dirs):
-        try:  # noqa: SIM105
-            posix.rmdir(current)
-        except OSError:
-            pass
-
-
 def worker_main() -> None:
-    """Warm mode: answer the config frame with a ready answer, then one answer per job frame."""
+    """Warm mode: answer the config frame with a ready answer, then one answer per job."""
     try:
         worker = Worker(read_frame(0))
         worker.setup()
@@ -282,13 +521,9 @@ def worker_main() -> None:
     _write_all(1, struct.pack(ANSWER, KIND_READY, worker.pid, 0, 0, 0, 0, 0))
     while True:
         try:
-            job = read_frame(0)
+            worker.serve(read_frame(0)["limits"])
         except EOFError:
             posix._exit(0)
-        header, out, err = worker.run(job)
-        answer = struct.pack(ANSWER, KIND_JOB, header["exit_code"], KILLED_BY[header["killed_by"]],
-                             header["sizes"][0], header["sizes"][1], len(out), len(err))  # fmt: skip
-        _write_all(1, answer + out + err)
         if worker.cfg["one_shot"]:  # a cold run: everything it started is already dead
             posix._exit(0)
         worker.prefork()

@@ -105,10 +105,11 @@ def release_uid(uid: int | None) -> None:
 
 @cache
 def inside_source(mode: str) -> str:
-    """The program text: the direct mode needs only the job half (no ``_ctypes``, ~0.6 ms to import);
-    the worker needs the kernel calls and the worker loop too."""
-    parts = ["_inside_job.py"] if mode == "direct" else ["_inside_os.py", "_inside_job.py",
-                                                       "_inside_worker.py"]  # fmt: skip
+    """The program text: the kernel calls (``_ctypes``, ~0.6 ms to import: the direct mode needs them
+    too, for its own namespaces, tmpfs and seccomp) and the job half; the worker adds its loop."""
+    parts = ["_inside_os.py", "_inside_job.py"]
+    if mode != "direct":
+        parts.append("_inside_worker.py")
     text = "\n".join((_HERE / part).read_text() for part in parts)
     return f"{text}\n{mode}_main()\n"
 
@@ -171,33 +172,30 @@ def root_layout() -> list[str]:
     return args
 
 
-def bwrap_argv(
-    *, mode: str, seccomp_fd: int, work_bytes: int, out_bytes: int = 0, info_fd: int | None = None
-) -> list[str]:
+def bwrap_argv(*, mode: str, work_bytes: int, info_fd: int | None = None) -> list[str]:
     """bubblewrap with every namespace (no network, not even the host's loopback), a read-only root
     and system, one writable size-limited tmpfs at ``/work`` (no ``/tmp``, no writable ``/dev``: an
     unsized tmpfs would let a job fill the host's memory), four device nodes, all capabilities
     dropped, an empty environment, a new session (no terminal injection) and death with its parent.
+    The in-sandbox program installs the seccomp program itself, once it has made the namespaces and
+    tmpfs of its own that the program then forbids. A direct job runs as pid 1 (``--as-pid-1``):
+    no bwrap init shares its namespace for it to write to or escape through.
     Write ``inside_program(mode)[1]`` to its stdin first."""
     devices: list[str] = []
     for dev in DEVICE_PATHS:
         devices += ["--dev-bind", dev, dev]
-    # A warm worker keeps its jobs' stdout/stderr apart, so a full /work cannot swallow them.
-    out = ["--size", str(out_bytes), "--tmpfs", "/out"] if out_bytes else []
     info = ["--info-fd", str(info_fd)] if info_fd is not None else []
     # A direct job runs in the interpreter bwrap starts, so bwrap sets the job's environment; a warm
     # worker sets each job's itself (its HOME is the job's own work dir).
-    env = (
-        dict(JOB_ENV, HOME="/work", TMPDIR="/work")
-        if mode == "direct"
-        else dict(SANDBOX_ENV, PATH="/usr/bin:/bin")
-    )
+    direct = mode == "direct"
+    env = dict(JOB_ENV, HOME="/work", TMPDIR="/work") if direct else dict(SANDBOX_ENV, PATH="/usr/bin:/bin")
     return [
         bwrap_path(),
         "--unshare-all",
         "--unshare-user",
         "--die-with-parent",
         "--new-session",
+        *(["--as-pid-1"] if direct else []),
         "--cap-drop", "ALL",
         "--clearenv",
         *[arg for key, value in env.items() for arg in ("--setenv", key, value)],
@@ -206,12 +204,10 @@ def bwrap_argv(
         "--proc", "/proc",
         *devices,
         "--size", str(work_bytes), "--tmpfs", "/work",
-        *out,
         "--remount-ro", "/",
         "--chdir", "/work",
         "--uid", str(SANDBOX_UID),
         "--gid", str(SANDBOX_UID),
-        "--seccomp", str(seccomp_fd),
         *info,
         PYTHON, "-I", "-S", "-B", "-c", inside_program(mode)[0],
     ]  # fmt: skip

@@ -32,13 +32,15 @@ _POLL_S = 0.5
 class Sandbox:
     """A context manager holding ``workers`` pre-started sandboxed workers.
 
-    Each job runs in a child forked by a worker, confined on its own (rlimits, a Landlock domain over
-    its own work dir, a seccomp guard against signalling the worker) and killed with everything it
-    started when it ends. A worker is replaced after a crash, after a job that timed out and after
+    Each job runs in a process set up by a worker ahead of the job, from a state that holds no job's
+    data: pid 2 of a pid namespace of its own, on a tmpfs of its own, confined on its own (rlimits,
+    a Landlock domain over its work dir, seccomp), and everything it started dies with it (see
+    ``_inside_worker``). A worker is replaced after a crash, after a job that timed out and after
     ``max_jobs_per_worker`` jobs. ``run`` is thread-safe; with one worker, calls queue up.
 
-    ``tier``, ``unsafe`` and ``limits`` mean what they mean for :func:`run_code`; ``limits.disk_mb``
-    and ``max_file_mb`` size each worker's tmpfs, so they are fixed for the pool's life.
+    ``tier``, ``unsafe`` and ``limits`` mean what they mean for :func:`run_code`; ``limits.disk_mb``,
+    ``max_files`` and ``max_file_mb`` size each job's tmpfs and each worker's output files, so they
+    are fixed for the pool's life.
     """
 
     def __init__(

@@ -15,7 +15,8 @@ class Tier(StrEnum):
     BUBBLEWRAP = "bubblewrap"
     """All namespaces (no network at all), read-only system, tmpfs work dir, seccomp, rlimits."""
     LANDLOCK = "landlock"
-    """Landlock filesystem/network/signal rules, seccomp, rlimits and a uid of its own."""
+    """Landlock filesystem/network/signal rules, seccomp, rlimits and a uid of its own; where user
+    namespaces work, also a root of the system only and per-job pid namespaces and tmpfs."""
     UNSAFE = "unsafe"
     """Rlimits only: isolates nothing. Runs only with an explicit ``unsafe=True``."""
 
@@ -28,17 +29,21 @@ class SandboxLimits(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=3600)
     """Wall-clock limit; the job's whole process tree is killed when it passes."""
     memory_mb: int = Field(default=512, ge=16, le=65536)
-    """Address-space limit (``RLIMIT_AS``) of every process of the job, in MiB."""
+    """Address-space limit (``RLIMIT_AS``) of every process of the job, in MiB. Memory a job could
+    fill without mapping it is refused or counted elsewhere: ``memfd_create`` and SysV shared memory
+    are refused by seccomp, files count against ``disk_mb``."""
     max_output_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 28)
     """How much of stdout and of stderr (each) is returned; the rest is dropped and flagged."""
     max_file_mb: int = Field(default=16, ge=1, le=4096)
     """Largest file a job may write (``RLIMIT_FSIZE``), stdout and stderr included: writing past it
     kills the writer with ``SIGXFSZ``."""
     disk_mb: int = Field(default=64, ge=1, le=65536)
-    """Total disk (tmpfs) the job's work dir may use."""
+    """Total disk the job's work dir may use: the size of a tmpfs of its own (the kernel refuses the
+    next byte with ``ENOSPC``, unlinked and unreadable files included)."""
     max_files: int = Field(default=10_000, ge=16, le=1_000_000)
-    """Files and directories the job's work dir may hold (each costs kernel memory even when empty);
-    checked every 50 ms, past it the job is killed with ``killed_by="disk_quota"``."""
+    """Files and directories the job's work dir may hold (each costs kernel memory even when empty):
+    its tmpfs has ``max_files + 2`` inodes (the kernel refuses more with ``ENOSPC``), and a job found
+    holding more than ``max_files`` (checked every 50 ms) is killed with ``killed_by="disk_quota"``."""
     nproc: int = Field(default=64, ge=1, le=4096)
     """Processes and threads the job may have at once (``RLIMIT_NPROC``)."""
     nofile: int = Field(default=256, ge=16, le=65536)

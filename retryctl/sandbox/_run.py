@@ -16,7 +16,7 @@ from typing import Any
 
 from retryctl.exceptions import ConfigError
 from retryctl.sandbox._errors import SandboxError, SandboxUnavailable
-from retryctl.sandbox._inside_worker import usage_over
+from retryctl.sandbox._inside_worker import tmpfs_over
 from retryctl.sandbox._job import (
     FilesArg,
     check_code,
@@ -35,7 +35,8 @@ from retryctl.sandbox._launch import (
 )
 from retryctl.sandbox._probe import probe_tiers
 from retryctl.sandbox._result import ExecResult, SandboxLimits, Tier
-from retryctl.sandbox._worker import WorkerProcess, seccomp_pipe
+from retryctl.sandbox._seccomp import base_filter
+from retryctl.sandbox._worker import WorkerProcess
 
 __all__ = ["resolve_tier", "run_code"]
 
@@ -120,8 +121,9 @@ def _sandbox_init(info_r: int) -> tuple[int, int] | None:
 def _watch(proc: subprocess.Popen[bytes], init: tuple[int, int] | None, limits: SandboxLimits) -> str | None:
     """Wait for bwrap to exit; ``"timeout"`` or ``"disk_quota"`` if the job must be killed first.
 
-    The job's ``/work`` is a tmpfs whose size bounds bytes but not inodes (each costs kernel memory
-    even when empty), so every 50 ms the host counts it through ``/proc/<pid 1>/root``."""
+    The job's ``/work`` is a tmpfs the job mounted with exactly ``disk_mb`` and ``max_files + 2``
+    inodes; every 50 ms the host reads its usage (one ``statvfs`` through ``/proc/<pid 1>/root``,
+    which no directory mode or depth hides) and kills a job that filled its inodes."""
     deadline = time.monotonic() + limits.timeout_s
     wire = limits.as_wire()
     work = f"/proc/{init[0]}/root/work" if init is not None else None
@@ -140,7 +142,7 @@ def _watch(proc: subprocess.Popen[bytes], init: tuple[int, int] | None, limits: 
             if poller.poll(min(left, _WATCH_S) * 1000):
                 proc.wait()
                 return None
-            if work and usage_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
+            if work and tmpfs_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
                 return "disk_quota"
     finally:
         os.close(pidfd)
@@ -163,15 +165,13 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
     """Cold bubblewrap: one bwrap whose python runs the job itself; its pid namespace dies with it."""
     wire = limits.as_wire()
     status_r, status_w = os.pipe()
-    filter_fd = seccomp_pipe()
     uid = allocate_uid() if running_as_root() else None
     as_uid, ids = uid_switch(uid)
     info_r, info_w = os.pipe()
-    argv = as_uid + bwrap_argv(
-        mode="direct", seccomp_fd=filter_fd, work_bytes=int(wire["disk_bytes"]), info_fd=info_w
-    )
+    argv = as_uid + bwrap_argv(mode="direct", work_bytes=int(wire["disk_bytes"]), info_fd=info_w)
     spec = marshal.dumps(
-        {"code": code, "files": files, "limits": wire, "nproc_base": 2, "status_fd": status_w}, 4
+        {"code": code, "files": files, "limits": wire, "seccomp": base_filter(), "status_fd": status_w},
+        4,
     )
     killed_by = None
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -179,10 +179,10 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
             try:
                 proc = subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env={}, cwd="/",
-                    pass_fds=(filter_fd, status_w, info_w), start_new_session=True, **ids,
+                    pass_fds=(status_w, info_w), start_new_session=True, **ids,
                 )  # fmt: skip
             finally:
-                for fd in (filter_fd, status_w, info_w):
+                for fd in (status_w, info_w):
                     os.close(fd)
             assert proc.stdin is not None
             with contextlib.suppress(BrokenPipeError):  # bwrap failed early: its stderr says why

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass
 from functools import cache
 
-__all__ = ["GuardTemplate", "SeccompUnsupported", "base_filter", "guard_filter", "seccomp_arch"]
+__all__ = ["GuardTemplate", "SeccompUnsupported", "base_filter", "guard_filter", "seccomp_arch", "syscall_nr"]
 
 # Classic BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
 _LD_W_ABS = 0x20
@@ -47,6 +47,7 @@ def _arg_lo(index: int) -> int:
 
 _CLONE_NEW_MASK = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
+_SIOC_FIRST, _SIOC_END = 0x8900, 0x8A00  # SIOCGIFCONF, SIOCGIFADDR...: network devices' config
 
 # Syscall numbers per architecture (x86_64 from arch/x86/entry/syscalls; aarch64 is asm-generic).
 _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
@@ -65,6 +66,15 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "mount_setattr": 442, "kcmp": 312, "quotactl": 179, "sethostname": 170,
             "setdomainname": 171, "vhangup": 153, "pidfd_getfd": 438, "kill": 62, "tkill": 200,
             "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434,
+            "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+            "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+            "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
+            "mq_notify": 244, "mq_getsetattr": 245, "memfd_create": 319, "memfd_secret": 447,
+            "connect": 42, "sendto": 44, "sendmsg": 46, "sendmmsg": 307, "inotify_init": 253,
+            "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300,
+            "fanotify_mark": 301, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+            "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
+            "removexattrat": 466,
         },
     ),
     "aarch64": (
@@ -82,6 +92,14 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "mount_setattr": 442, "kcmp": 272, "quotactl": 60, "sethostname": 161,
             "setdomainname": 162, "vhangup": 58, "pidfd_getfd": 438, "kill": 129, "tkill": 130,
             "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434,
+            "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190, "semop": 193,
+            "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
+            "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
+            "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185, "memfd_create": 279,
+            "memfd_secret": 447, "connect": 203, "sendto": 206, "sendmsg": 211, "sendmmsg": 269,
+            "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_init": 262,
+            "fanotify_mark": 263, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
+            "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
         },
     ),
 }  # fmt: skip
@@ -94,6 +112,21 @@ _DENIED = (
     "syslog", "name_to_handle_at", "open_by_handle_at", "fsopen", "fsconfig", "fsmount", "fspick",
     "open_tree", "move_mount", "mount_setattr", "kcmp", "quotactl", "sethostname", "setdomainname",
     "vhangup", "pidfd_getfd",
+    # SysV IPC and POSIX message queues: objects that would outlive the job and cross to the next
+    # one through a shared IPC namespace (the Landlock tier's is the host's).
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget",
+    "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr",
+    # Anonymous memory-backed files that RLIMIT_AS does not count (written, never mapped).
+    "memfd_create", "memfd_secret",
+    # socket() is refused, so the only sockets are socketpair()s: connect, sendmsg (whose address
+    # seccomp cannot read) and sendto with an address would reach a host unix socket by path.
+    "connect", "sendmsg", "sendmmsg",
+    # Watching host paths (Landlock does not govern inotify), and extended attributes, a channel
+    # between jobs through anything they share (shutil.copy2 takes EPERM as "not supported").
+    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "setxattrat", "removexattrat",
 )  # fmt: skip
 _SIGNALLING = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 
@@ -108,6 +141,11 @@ def seccomp_arch() -> str:
     if machine not in _ARCHES:
         raise SeccompUnsupported(f"no seccomp syscall table for architecture {machine!r}")
     return machine
+
+
+def syscall_nr(name: str) -> int:
+    """This architecture's number for syscall ``name`` (the worker calls clone and pivot_root)."""
+    return _ARCHES[seccomp_arch()][1][name]
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -143,13 +181,22 @@ def base_filter() -> bytes:
         [_ins(_LD_W_ABS, _arg_lo(0)), _ins(_JSET_K, _CLONE_NEW_MASK, 0, 1), eperm,
          _ins(_RET_K, _RET_ALLOW)],
     )  # fmt: skip
+    # Terminal injection, and the socket ioctls that list the host's interfaces and addresses.
     prog += _on_syscall(
         nrs["ioctl"],
-        [_ins(_LD_W_ABS, _arg_lo(1)), _ins(_JEQ_K, _TIOCSTI, 1, 0), _ins(_JEQ_K, _TIOCLINUX, 0, 1),
-         eperm, _ins(_RET_K, _RET_ALLOW)],
+        [_ins(_LD_W_ABS, _arg_lo(1)), _ins(_JEQ_K, _TIOCSTI, 4, 0), _ins(_JEQ_K, _TIOCLINUX, 3, 0),
+         _ins(_JGE_K, _SIOC_FIRST, 0, 1), _ins(_JGE_K, _SIOC_END, 0, 1), _ins(_RET_K, _RET_ALLOW),
+         eperm],
+    )  # fmt: skip
+    # sendto(fd, buf, len, flags, NULL, 0) is send(): allowed; with a destination address it is not.
+    prog += _on_syscall(
+        nrs["sendto"],
+        [_ins(_LD_W_ABS, _arg_lo(4)), _ins(_JEQ_K, 0, 0, 3), _ins(_LD_W_ABS, _arg_lo(4) + 4),
+         _ins(_JEQ_K, 0, 0, 1), _ins(_RET_K, _RET_ALLOW), eperm],
     )  # fmt: skip
     for name in _DENIED:
-        prog += _on_syscall(nrs[name], [eperm])
+        if name in nrs:  # aarch64 has no inotify_init
+            prog += _on_syscall(nrs[name], [eperm])
     prog.append(_ins(_RET_K, _RET_ALLOW))
     return b"".join(prog)
 

@@ -6,7 +6,6 @@ import contextlib
 import marshal
 import os
 import select
-import shutil
 import signal
 import struct
 import subprocess
@@ -15,7 +14,7 @@ import time
 from typing import Any, BinaryIO
 
 from retryctl.sandbox._errors import SandboxError
-from retryctl.sandbox._inside_worker import ANSWER, KIND_ERROR, KIND_JOB, KIND_READY
+from retryctl.sandbox._inside_worker import ANSWER, KIND_ERROR, KIND_JOB, KIND_READY, remove_tree
 from retryctl.sandbox._launch import (
     DEVICE_PATHS,
     PYTHON,
@@ -31,9 +30,9 @@ from retryctl.sandbox._launch import (
     uid_switch,
 )
 from retryctl.sandbox._result import SandboxLimits, Tier
-from retryctl.sandbox._seccomp import base_filter, guard_filter
+from retryctl.sandbox._seccomp import base_filter, guard_filter, syscall_nr
 
-__all__ = ["WorkerProcess", "count_processes", "seccomp_pipe", "wait_exit"]
+__all__ = ["WorkerProcess", "count_processes", "wait_exit"]
 
 _MAX_ERROR = 4096
 _START_S = 30.0
@@ -48,15 +47,6 @@ def _work_parent() -> str | None:
     the worker polls the job's usage against ``disk_mb`` and ``max_files``."""
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
-
-
-def seccomp_pipe() -> int:
-    """A pipe's read end holding the compiled base filter, for ``bwrap --seccomp FD``."""
-    program = base_filter()
-    read_end, write_end = os.pipe()
-    os.write(write_end, program)  # a few hundred bytes: fits the pipe buffer
-    os.close(write_end)
-    return read_end
 
 
 def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
@@ -129,10 +119,16 @@ class WorkerProcess:
         bwrap = self.tier is Tier.BUBBLEWRAP
         confined = self.tier is not Tier.UNSAFE
         uid_procs = 0 if self.uid is not None or bwrap else count_processes(os.getuid())
+        wire = self.limits.as_wire()
         return {
             "root": root,
-            "out_dir": "/out" if bwrap else root + "/out",
-            "seccomp": base_filter() if self.tier is Tier.LANDLOCK else None,
+            # Each job's own tmpfs (where user namespaces work) has the pool's size and inode cap.
+            "isolate": confined,
+            "clone_nr": syscall_nr("clone"),
+            "pivot_nr": syscall_nr("pivot_root"),
+            "disk_bytes": wire["disk_bytes"],
+            "max_files": wire["max_files"],
+            "seccomp": base_filter() if confined else None,
             "guard": (guard.program, list(guard.pid_offsets), list(guard.neg_pid_offsets))
             if confined
             else None,
@@ -140,7 +136,8 @@ class WorkerProcess:
             "worker_domain": self.tier is Tier.LANDLOCK,
             "read_paths": SYSTEM_READ_PATHS,
             "device_paths": DEVICE_PATHS,
-            # The worker (and bwrap's pid 1) count against the same RLIMIT_NPROC as the job.
+            # Without namespaces of its own the job shares RLIMIT_NPROC with the worker (and bwrap's
+            # pid 1).
             "nproc_base": uid_procs + (3 if bwrap else 2),
             "scoped_kill": kill_all_is_scoped(self.tier),
             "one_shot": self.one_shot,
@@ -155,34 +152,38 @@ class WorkerProcess:
             self.uid = allocate_uid()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         as_uid, ids = uid_switch(self.uid)
-        pass_fds: tuple[int, ...] = ()
         if self.tier is Tier.BUBBLEWRAP:
             root, cwd = "/work", "/"
-            pass_fds = (seccomp_pipe(),)
+            # The worker's /work holds the jobs' output files (and, without namespaces, their dirs).
             out = 2 * int(self.limits.as_wire()["max_file_bytes"]) + (1 << 20)
-            argv = bwrap_argv(
-                mode="worker", seccomp_fd=pass_fds[0], work_bytes=self.limits.disk_mb << 20,
-                out_bytes=out,
-            )  # fmt: skip
+            argv = bwrap_argv(mode="worker", work_bytes=(self.limits.disk_mb << 20) + out)
         else:
-            root = cwd = self._root = tempfile.mkdtemp(prefix="retryctl-sandbox-", dir=_work_parent())
-            if self.uid is not None:
-                os.chown(root, self.uid, self.uid)
+            root = cwd = self._root = self._host_root()
             argv = python_argv("worker")
         try:
             self._proc = subprocess.Popen(
                 as_uid + argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                env=dict(SANDBOX_ENV), cwd=cwd, pass_fds=pass_fds, start_new_session=True, **ids,
+                env=dict(SANDBOX_ENV), cwd=cwd, start_new_session=True, **ids,
             )  # fmt: skip
         except OSError as exc:
             raise SandboxError(tier=self.tier.value, problem=f"cannot start worker: {exc}") from exc
-        finally:
-            for fd in pass_fds:
-                os.close(fd)
         self._send(self._config(root), prefix=inside_program("worker")[1])
         self._ready_pending = True
         if not self.one_shot:  # a cold run sends its job at once and reads both answers after
             self._await_ready()
+
+    def _host_root(self) -> str:
+        """The worker's directory on the host. With a uid of its own the directory itself stays
+        root's (mode 0o710, group the job's): the worker can enter it but no job can re-permission
+        it, so nothing below is reachable by other host users whatever a job does to its own dirs."""
+        root = tempfile.mkdtemp(prefix="retryctl-sandbox-", dir=_work_parent())
+        if self.uid is not None:
+            for sub in ("jobs", "out"):
+                os.mkdir(f"{root}/{sub}", 0o700)
+                os.chown(f"{root}/{sub}", self.uid, self.uid)
+            os.chown(root, 0, self.uid)
+            os.chmod(root, 0o710)
+        return root
 
     def _await_ready(self) -> None:
         self._ready_pending = False
@@ -193,7 +194,10 @@ class WorkerProcess:
     def run(self, code: str, files: dict[str, bytes], limits: SandboxLimits) -> dict[str, Any]:
         """Run one job; its exit code, ``killed_by``, and ``stdout``/``stderr`` within the caps."""
         self.jobs += 1
-        self._send({"code": code, "files": files, "limits": limits.as_wire()})
+        wire = limits.as_wire()
+        # Two frames: the limits, which the worker reads, and the job, which it passes on unread.
+        self._send({"limits": wire})
+        self._send({"code": code, "files": files, "limits": wire})
         if self._ready_pending:
             self._await_ready()
         kind, exit_code, killed, out_size, err_size, out, err = self._receive(
@@ -277,7 +281,7 @@ class WorkerProcess:
             self._stderr.close()
             self._stderr = None
         if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
+            remove_tree(self._root)  # depth or modes a job left cannot stop it
             self._root = None
         if self.uid is not None:  # nothing runs under it any more: every path above waited
             release_uid(self.uid)

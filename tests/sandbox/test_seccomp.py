@@ -104,3 +104,39 @@ class TestGuardFilter:
             "kill_parent": "EPERM", "kill_parent_group": "EPERM", "kill_all": "EPERM",
             "kill_parent_raw32": "EPERM", "pidfd_parent": "EPERM", "kill_child": "ok",
         }  # fmt: skip
+
+
+class TestBaseFilterRound2:
+    def test_blocks_ipc_memfd_host_sockets_interface_ioctls_watches_and_xattrs(self, tmp_path):
+        target = tmp_path / "f"
+        target.write_text("x")
+        got = probe(
+            f"""
+            import array, fcntl, struct
+            seccomp_install({base_filter()!r})
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            print("shmget=" + outcome(lambda: raw(29, 0, 4096, 0o1600)))
+            print("msgget=" + outcome(lambda: raw(68, 0, 0o1600)))
+            print("semget=" + outcome(lambda: raw(64, 0, 1, 0o1600)))
+            print("mq_open=" + outcome(lambda: raw(240, b"/x", 0o100 | 2, 0o600, 0)))
+            print("memfd=" + outcome(lambda: os.memfd_create("m")))
+            print("sendto_addr=" + outcome(lambda: a.sendto(b"x", "/dev/log")))
+            print("sendmsg=" + outcome(lambda: a.sendmsg([b"x"])))
+            print("connect=" + outcome(lambda: a.connect("/dev/log")))
+            print("send=" + outcome(lambda: a.send(b"x")))
+            print("recv=" + ("ok" if b.recv(8) == b"x" else "lost"))
+            buf = array.array("B", bytes(256))
+            print("ifconf=" + outcome(lambda: fcntl.ioctl(a.fileno(), 0x8912,
+                                                            struct.pack("iL", 256, buf.buffer_info()[0]))))
+            print("fionread=" + outcome(lambda: fcntl.ioctl(a.fileno(), 0x541B, b"0000")))
+            print("inotify=" + outcome(lambda: raw(294, 0)))
+            print("setxattr=" + outcome(lambda: os.setxattr({str(target)!r}, "user.x", b"1")))
+            print("getxattr=" + outcome(lambda: os.listxattr({str(target)!r})))
+            """
+        )
+        assert got == {
+            "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM", "mq_open": "EPERM",
+            "memfd": "EPERM", "sendto_addr": "EPERM", "sendmsg": "EPERM", "connect": "EPERM",
+            "send": "ok", "recv": "ok", "ifconf": "EPERM", "fionread": "ok", "inotify": "EPERM",
+            "setxattr": "EPERM", "getxattr": "ok",
+        }  # fmt: skip
