@@ -66,15 +66,29 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# llama.cpp is built from source for the embedded model; skip the parts the Python bindings never load.
-export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
+# llama.cpp is built from source for the embedded model, for a fixed instruction set (x86-64-v3: AVX2, FMA,
+# F16C, BMI2) rather than the build host's CPUID: a CPU may report what its VM cannot run (AMX here, where
+# a native build dies with SIGILL), and a venv may be copied to another host. Parts the Python bindings
+# never load are skipped. Override LLAMA_CMAKE_ARGS for an older CPU (docs/models.md).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+export CMAKE_ARGS := $(LLAMA_CMAKE_ARGS) -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
+LLAMA_SPEC := llama-cpp-python>=0.3.7,<0.4
+# pip's wheel cache would reuse a wheel built earlier with other flags; ours is keyed by the flags instead.
+LLAMA_WHEELS := $(HOME)/.cache/retryctl/llama-wheels/$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-16)
+LLAMA_PIN = llama-cpp-python==$$(ls $(LLAMA_WHEELS) | sed -n 's/^llama_cpp_python-\([^-]*\)-.*/\1/p' | sort -V | tail -n 1)
+INSTALL_LOCAL = $(BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python
 
-$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[local]'
+$(LLAMA_WHEELS)/.built:
+	@echo "building llama-cpp-python with CMAKE_ARGS=$(CMAKE_ARGS) (about 5 minutes, once)"
+	$(PYTHON) -m pip wheel --quiet --no-deps --no-cache-dir --no-binary llama-cpp-python -w $(LLAMA_WHEELS) '$(LLAMA_SPEC)'
 	touch $@
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed-demo: pyproject.toml $(LLAMA_WHEELS)/.built | $(BIN)/python
+	$(INSTALL_LOCAL) -e '.[local]' "$(LLAMA_PIN)"
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(LLAMA_WHEELS)/.built | $(BIN)/python
+	$(INSTALL_LOCAL) -e '.[dev]' "$(LLAMA_PIN)"
 	touch $@ $(VENV)/.installed-demo
 
 # The demo agent, offline on the embedded model; make demo Q="What is 17 * 23?" asks your own question.

@@ -6,7 +6,7 @@ wrong and must change their code or input; a *runtime failure* is something outs
 
     RetryctlError
     ├── ControlSignal                 (normal control flow, carries its data)
-    │   ├── BudgetExceeded            a limit of a ledger was reached: names the limit and the value
+    │   ├── BudgetExceeded            a ledger limit is spent, or a call's estimate would pass it
     │   ├── BreakerOpen               a circuit breaker refuses calls to a key until ``retry_at``
     │   └── SemanticError             an output is well-formed but judged wrong: names the check
     ├── UsageError                    (misuse: fix the code or the input)
@@ -20,7 +20,8 @@ wrong and must change their code or input; a *runtime failure* is something outs
         ├── BackendError              a model call failed (subtree in retryctl.models: transient,
         │                             malformed response, terminal; each declares its error_class)
         ├── SandboxUnavailable        no isolating sandbox tier can run here (and unsafe=True was not given)
-        └── SandboxError              the sandbox itself failed to start or answer (never the job's failure)
+        ├── SandboxError              the sandbox itself failed to start or answer (never the job's failure)
+        └── BreakerStoreError         a circuit breaker's store (Redis, SQLite) could not be read or written
 
 A retryctl error may declare how ``retryctl.controller.classify`` should treat it through the class
 attribute ``error_class`` (``"transient"``, ``"validation"``, ``"semantic"`` or ``"terminal"``); ``None``
@@ -37,6 +38,7 @@ from typing import ClassVar
 __all__ = [
     "BankFormatError",
     "BreakerOpen",
+    "BreakerStoreError",
     "BudgetExceeded",
     "ConfigError",
     "ControlSignal",
@@ -66,18 +68,62 @@ class ControlSignal(RetryctlError):
 
 
 class BudgetExceeded(ControlSignal):
-    """A ledger limit was reached.
+    """A ledger limit is spent, or a call's reservation was refused because it would pass it.
 
     ``limit_name`` is the field of :class:`~retryctl.controller.Budget` (``"samples"``, ``"usd"``, ...),
-    ``limit`` its value, ``value`` what was used or would be used by the call that was refused.
+    ``limit`` its value, ``value`` the total compared with the limit (``used + reserved + requested``).
+    When the ledger raised it, ``used`` is what committed calls really spent (the elapsed seconds for
+    ``wall_s``), ``reserved`` what calls in flight hold, and ``requested`` the refused call's estimate
+    (0 when nothing was asked for: the limit is simply spent); ``used`` is ``None`` for an error built
+    with a bare ``value``. The message tells the two cases apart: ``... is spent (8 of 8)`` when
+    committed use reached the limit, ``... would be exceeded: 90 estimated for this call + 20 spent > limit
+    100`` when no call was made because its estimate did not fit (no apostrophe in either: the audit
+    groups reasons by their quoted names).
     """
 
-    def __init__(self, *, limit_name: str, limit: float, value: float, scope: str = "run") -> None:
+    def __init__(
+        self,
+        *,
+        limit_name: str,
+        limit: float,
+        value: float,
+        scope: str = "run",
+        used: float | None = None,
+        reserved: float = 0.0,
+        requested: float = 0.0,
+    ) -> None:
         self.limit_name = limit_name
         self.limit = limit
         self.value = value
         self.scope = scope
-        super().__init__(f"{scope} budget {limit_name!r} exceeded: {value:g} > limit {limit:g}")
+        self.used = used
+        self.reserved = reserved
+        self.requested = requested
+        super().__init__(self._sentence())
+
+    @property
+    def spent(self) -> bool:
+        """Whether committed use reached the limit (else a reservation would have passed it)."""
+        if self.used is None:
+            return False
+        return self.used >= self.limit or not (self.requested or self.reserved)
+
+    def _sentence(self) -> str:
+        head = f"{self.scope} budget {self.limit_name!r}"
+        if self.used is None:
+            return f"{head} exceeded: {self.value:g} > limit {self.limit:g}"
+        if self.spent:
+            return f"{head} is spent ({self.used:g} of {self.limit:g})"
+        if self.limit_name == "wall_s":  # calls overlap in time: nothing is held, the clock runs
+            return (
+                f"{head} would be exceeded: up to {self.requested:g}s for this call + "
+                f"{self.used:g}s elapsed > limit {self.limit:g}s"
+            )
+        held = f" + {self.reserved:g} held by calls in flight" if self.reserved else ""
+        return (
+            f"{head} would be exceeded: {self.requested:g} estimated for this call + "
+            f"{self.used:g} spent{held} > limit {self.limit:g}"
+        )
 
 
 class BreakerOpen(ControlSignal):
@@ -183,3 +229,21 @@ class SandboxError(RuntimeFailure):
         self.tier = tier
         self.problem = problem
         super().__init__(f"{tier} sandbox failed: {problem}")
+
+
+class BreakerStoreError(RuntimeFailure):
+    """A circuit breaker's store could not be read or written: Redis down, SQLite locked or unwritable.
+
+    ``store`` names the store (its URL or path), ``operation`` what was being done (``update``,
+    ``get``, ``clock``...), ``problem`` the underlying error's one-line summary. It is transient: the
+    store may come back. :meth:`~retryctl.controller.Breaker.admit` turns it into a decision (fail
+    open or fail closed, as :class:`~retryctl.controller.BreakerConfig` says) instead of raising it.
+    """
+
+    error_class: ClassVar[str | None] = "transient"
+
+    def __init__(self, *, store: str, operation: str, problem: str) -> None:
+        self.store = store
+        self.operation = operation
+        self.problem = problem
+        super().__init__(f"breaker store {store} failed ({operation}): {problem}")

@@ -37,7 +37,8 @@ class CapturedRun:
     """What one run of a graph emitted."""
 
     verdicts: list[dict[str, Any]] = field(default_factory=list)
-    """Every verdict event (``{"type": "retryctl.verdict", "step_id", "attempt", "target", "verdict"}``)."""
+    """Every verdict event (``{"type": "retryctl.verdict", "run_id", "step_id", "attempt", "target",
+    "verdict"}``, and ``"extra"`` for a verdict a person's reply decided)."""
     replies: list[dict[str, Any]] = field(default_factory=list)
     """Every answer a person gave to an ``ask_user`` interrupt during the run."""
     output: dict[str, Any] = field(default_factory=dict)

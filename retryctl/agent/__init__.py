@@ -16,9 +16,12 @@ from retryctl.agent._graph import (
 )
 from retryctl.agent._members import (
     EXPRESSION_TOOLS,
+    NUMBERS_CHECK,
+    UNIT_CONSTANTS,
     AnswerBackend,
     ExpressionTool,
     ToolBackend,
+    numbers_from_question,
     ungrounded_numbers,
 )
 from retryctl.agent._prompts import (
@@ -36,6 +39,8 @@ __all__ = [
     "EXPRESSION_FORMAT",
     "EXPRESSION_TOOLS",
     "NO_ANSWER",
+    "NUMBERS_CHECK",
+    "UNIT_CONSTANTS",
     "AnswerBackend",
     "DemoResult",
     "DemoState",
@@ -48,6 +53,7 @@ __all__ = [
     "demo_policy",
     "demo_schedule",
     "expression_prompt",
+    "numbers_from_question",
     "parse_expression",
     "ungrounded_numbers",
 ]

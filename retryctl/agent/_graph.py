@@ -13,20 +13,20 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 from tenacity import wait_exponential
 
-from retryctl.agent._members import AnswerBackend, ToolBackend
+from retryctl.agent._members import AnswerBackend, ToolBackend, numbers_from_question
 from retryctl.agent._prompts import demo_equivalence
 from retryctl.audit import DecisionLog
 from retryctl.controller import LIMIT_NAMES, Budget, Clock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
 from retryctl.nodes import ControlledStep, SamplingSchedule, VerdictRecord, WaitRetryAfter
+from retryctl.nodes._events import run_id_from_config
 from retryctl.nodes._runnable import twin_node
 from retryctl.tools import ToolRegistry, default_registry
 
@@ -57,7 +57,7 @@ class DemoResult(TypedDict):
     limits: dict[str, float | None]
     """The step's budget limits (with extensions the user granted); ``None`` where off."""
     attempts: int
-    """Attempts made."""
+    """Attempts made: rounds ending in one verdict (``usage["attempts"]`` counts calls instead)."""
 
 
 class DemoState(TypedDict, total=False):
@@ -110,10 +110,8 @@ def _model(
     )
 
 
-def _finisher(
-    step: ControlledStep, log: DecisionLog | None
-) -> Callable[[DemoState, RunnableConfig], dict[str, Any]]:
-    def finish(state: DemoState, config: RunnableConfig) -> dict[str, Any]:
+def _finisher(step: ControlledStep, log: DecisionLog | None) -> Callable[[DemoState], dict[str, Any]]:
+    def finish(state: DemoState) -> dict[str, Any]:
         raw: dict[str, Any] = dict(state.get("result") or {})
         verdicts = state.get("verdicts") or []
         usage = {name: float(raw.get("usage", {}).get(name, 0.0)) for name in LIMIT_NAMES}
@@ -123,17 +121,14 @@ def _finisher(
             text=raw.get("text"),
             confidence=raw.get("confidence"),
             reason=str(raw.get("reason", "the step ended without a result")),
-            served_by="user"
-            if raw.get("status") == "answered_by_user"
-            else (verdicts[-1]["target"] if verdicts else None),
+            served_by=raw.get("served_by"),
             usage=usage,
             limits=dict(raw.get("limits") or step.limits({})),
             attempts=int(raw.get("attempts", 0)),
         )
         if log is not None:
-            configurable = config.get("configurable", {})
             log.record_summary(
-                run_id=str(configurable.get("run_id") or configurable.get("thread_id") or "run"),
+                run_id=run_id_from_config(),  # the run id of the step's verdict records
                 step_id=step.step_id,
                 final_answer=result["answer"],
                 sampling_history=[
@@ -200,6 +195,9 @@ def build_demo_graph(
         budget=budget or demo_budget(),
         schedule=schedule or demo_schedule(),
         equivalence=demo_equivalence,
+        # An expression with a number the question does not give fails a named check: the refine
+        # feedback then names the number, instead of calling the refused candidates inconsistent.
+        validators=[numbers_from_question],
         log=log,
         # A demo waits briefly between retries; a server's Retry-After is still honoured up to 30 s.
         backoff=WaitRetryAfter(wait_exponential(multiplier=0.25, max=2.0), max_wait_s=30.0),

@@ -23,12 +23,13 @@ from langchain_core.tools import BaseTool
 from retryctl._turn import yielded_turn
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
+    EXPRESSION_PATTERN,
     NO_ANSWER,
     answer_prompt,
     expression_prompt,
     parse_expression,
 )
-from retryctl.controller import normalise_number
+from retryctl.controller import ValidatorResult, normalise_number
 from retryctl.exceptions import ConfigError
 from retryctl.models import (
     Candidate,
@@ -40,27 +41,74 @@ from retryctl.models import (
     sample_blocking,
 )
 
-__all__ = ["EXPRESSION_TOOLS", "AnswerBackend", "ExpressionTool", "ToolBackend", "ungrounded_numbers"]
+__all__ = [
+    "EXPRESSION_TOOLS",
+    "NUMBERS_CHECK",
+    "UNIT_CONSTANTS",
+    "AnswerBackend",
+    "ExpressionTool",
+    "ToolBackend",
+    "numbers_from_question",
+    "ungrounded_numbers",
+]
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_UNIT_CONSTANTS = frozenset({*(str(n) for n in range(13)), "24", "60", "100", "1000"})
-"""Numbers an expression may use without the question saying them: small counts and unit factors."""
+UNIT_CONSTANTS = frozenset({*(str(n) for n in range(13)), "24", "60", "100", "1000"})
+"""Numbers an expression may use without the question saying them: the counts 0 to 12 (halving,
+doubling, a dozen, days of a week...) and the unit factors 24, 60, 100 and 1000."""
+
+NUMBERS_CHECK = "numbers_from_question"
+"""The name of the check that an expression uses only the question's numbers (and UNIT_CONSTANTS)."""
+
+# The check's finding, as the candidate's text and the refine feedback quote it. Its own numbers are
+# not the user's: a refine round that quotes "uses 2" must not make 2 a number of the question.
+_FINDING = re.compile(
+    r"""the expression (?:'[^']*'|"[^"]*") uses [0-9., and]+?, which (?:is|are) not in the question"""
+)
+
+
+def _canonical(number: str) -> str:
+    return number.rstrip("0").rstrip(".") if "." in number else number
 
 
 def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
-    """The numbers of ``expression`` that neither the user's messages nor the unit constants contain.
+    """The numbers of ``expression`` that neither the user's messages nor :data:`UNIT_CONSTANTS` contain.
 
     An expression that translates the problem uses the problem's numbers; one that invents ``50000``
     for "What is the capital of France?" evaluates exactly and agrees with itself, and is still wrong.
+    Numbers compare as written values (``2.50`` is ``2.5``, ``1,200`` is ``1200``); each is listed once.
     """
     said = {
-        n.rstrip("0").rstrip(".") if "." in n else n
+        _canonical(n)
         for m in messages
         if m.get("role") == "user"
-        for n in _NUMBER.findall(str(m.get("content") or "").replace(",", ""))
+        for n in _NUMBER.findall(_FINDING.sub("", str(m.get("content") or "")).replace(",", ""))
     }
-    used = [n.rstrip("0").rstrip(".") if "." in n else n for n in _NUMBER.findall(expression)]
-    return [n for n in used if n not in said and n not in _UNIT_CONSTANTS]
+    used = [_canonical(n) for n in _NUMBER.findall(expression)]
+    return list(dict.fromkeys(n for n in used if n not in said and n not in UNIT_CONSTANTS))
+
+
+def _finding(expression: str, invented: list[str]) -> str:
+    """The check's evidence: ``the expression '7 * 8 - 2' uses 2, which is not in the question``."""
+    listed = invented[0] if len(invented) == 1 else f"{', '.join(invented[:-1])} and {invented[-1]}"
+    verb = "is" if len(invented) == 1 else "are"
+    return f"the expression {expression!r} uses {listed}, which {verb} not in the question"
+
+
+def numbers_from_question(text: str) -> ValidatorResult:
+    """The validator of the demo step: fails a candidate whose expression uses a number the question
+    does not give, with the evidence naming the number.
+
+    The numbers are compared where the question is known, in :meth:`ToolBackend.evaluate`, which
+    refuses such an expression and writes the finding as the candidate's text; this validator hands
+    that finding to the controller, so that its ``refine`` feedback names the check and the number
+    instead of calling the refused candidates inconsistent. Any other text passes (an answer in the
+    model's own words has no expression to check).
+    """
+    finding = text[len(NO_ANSWER) :] if text.startswith(NO_ANSWER) else ""
+    if _FINDING.fullmatch(finding):
+        return ValidatorResult(NUMBERS_CHECK, False, finding)
+    return ValidatorResult(NUMBERS_CHECK, True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,6 +176,23 @@ class AnswerBackend:
         )
 
 
+_ARITHMETIC_RUN = re.compile(r"[0-9(][0-9+*/() .-]*")
+
+
+def _arithmetic_part(expression: str) -> str:
+    """``expression`` if it is only arithmetic, else its longest run of arithmetic with an operator.
+
+    A grammar holds the embedded model (and a server honouring the schema) to digits and operators;
+    a server that takes the schema only in the prompt lets the model write ``"Mia has 7 * 8 - 5"``,
+    whose arithmetic is the translation, the words around it are not.
+    """
+    if re.fullmatch(EXPRESSION_PATTERN, expression):
+        return expression
+    runs = [run.strip().rstrip("+-*/.( ") for run in _ARITHMETIC_RUN.findall(expression)]
+    runs = [run for run in runs if any(op in run for op in "+-*/")]
+    return max(runs, key=len) if runs else expression
+
+
 class ToolBackend:
     """A tool answering through the model: ``k`` expressions drawn under the grammar, each evaluated.
 
@@ -171,12 +236,12 @@ class ToolBackend:
         """The tool's answer to one drawn expression, as a candidate. With ``messages``, an expression
         using numbers the user never gave (see :func:`ungrounded_numbers`) is refused unevaluated."""
         try:
-            expression = parse_expression(drawn.text)
+            expression = _arithmetic_part(parse_expression(drawn.text))
         except ValueError as exc:
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{exc}", answer=None)
         invented = ungrounded_numbers(expression, messages) if messages is not None else []
         if invented:
-            why = f"{expression!r} uses {', '.join(invented)}, which the question does not mention"
+            why = _finding(expression, invented)  # read back by numbers_from_question
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{why}", answer=None)
         call = {
             "name": self.tool.name,

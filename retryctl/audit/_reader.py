@@ -24,8 +24,9 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
+from retryctl._paths import open_regular
 from retryctl.audit._canonical import (
     GENESIS_HASH,
     HASH_RE,
@@ -117,7 +118,7 @@ def verify_log(path: str | os.PathLike[str], *, anchor: str | None = None) -> Ve
     rather than reported as torn.
     """
     name = os.fspath(path)
-    with open(name, "rb", buffering=_READ_BUFFER) as f:
+    with _open_log(name) as f:
         settled = _settled_size(f.fileno())
         scan = _scan(f, anchor)
         if scan.torn and f.tell() - scan.torn >= settled:
@@ -249,6 +250,16 @@ def _scan(
     return _Scan(problem, index, expected.decode(), len(runs), seen_anchor, torn, runs)
 
 
+def _tag(obj: object) -> str | None:
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _open_log(name: str) -> BinaryIO:
+    """The log for reading; a FIFO or device is refused without blocking (``open_regular``)."""
+    return open(open_regular(name, os.O_RDONLY, what="decision log"), "rb", buffering=_READ_BUFFER)
+
+
 def read_records(
     path: str | os.PathLike[str],
 ) -> Iterator[VerdictRecord | SummaryRecord | RepairRecord]:
@@ -262,10 +273,10 @@ def read_records(
     # import, and verify_log, all that `retryctl audit` needs of this module, does not use them.
     from pydantic import ValidationError
 
-    from retryctl.audit._records import parse_record
+    from retryctl.audit._records import describe_errors, parse_record
 
     name = os.fspath(path)
-    with open(name, "rb", buffering=_READ_BUFFER) as f:
+    with _open_log(name) as f:
         settled = _settled_size(f.fileno())
         offset = 0
         for index, line in enumerate(f):
@@ -287,5 +298,5 @@ def read_records(
             try:
                 record = parse_record(obj)
             except ValidationError as exc:
-                raise fail(f"not a valid record: {exc}") from exc
+                raise fail(f"not a valid record: {describe_errors(exc, tag=_tag(obj))}") from None
             yield record

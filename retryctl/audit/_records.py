@@ -14,9 +14,10 @@ structlog processors can add context such as a host name; the chain covers them 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
 from retryctl.audit._canonical import SCHEMA_VERSION
 from retryctl.controller import Action, Verdict
@@ -32,7 +33,9 @@ __all__ = [
     "SummaryRecord",
     "VerdictBody",
     "VerdictRecord",
+    "describe_errors",
     "parse_record",
+    "record_problem",
     "summary_fields",
     "verdict_fields",
 ]
@@ -184,6 +187,40 @@ BODY_MODELS: dict[str, type[_Body]] = {  # the model a writer validates each kin
 def parse_record(obj: Any) -> VerdictRecord | SummaryRecord | RepairRecord:
     """Validate one decoded log line into its typed record (raises ``pydantic.ValidationError``)."""
     return _RECORD_ADAPTER.validate_python(obj)
+
+
+def record_problem(obj: Any) -> str | None:
+    """What is wrong with a decoded line whose ``kind`` is a record kind, or ``None``.
+
+    Checked strictly, as JSON gives the values (``"1"`` is not an attempt number); a line of another
+    ``kind`` is not this schema's to judge (``None``). The problem names the first bad field.
+    """
+    if not isinstance(obj, dict) or obj.get("kind") not in BODY_MODELS:
+        return None
+    try:
+        # From JSON, where strict mode takes an action's string for the enum but no "1" for an int.
+        _RECORD_ADAPTER.validate_json(json.dumps(obj), strict=True)
+    except ValidationError as exc:
+        return describe_errors(exc, tag=str(obj["kind"]))
+    return None
+
+
+def describe_errors(exc: ValidationError, *, tag: str | None = None) -> str:
+    """A pydantic error in one line: the first bad field, what is wrong, the value (and how many more)."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = list(first["loc"])
+    if tag is not None and loc and loc[0] == tag:
+        loc = loc[1:]  # the discriminated union's tag: the record kind, not a field
+    where = ".".join(str(part) for part in loc) or "record"
+    got = "" if first["type"] == "missing" else f" (got {_short_repr(first.get('input'))})"
+    more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
+    return f"field {where!r}: {first['msg']}{got}{more}"
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def verdict_fields(

@@ -7,9 +7,17 @@ size it saw after its own last write and re-reads the tail only when the size ha
 writer appended, or someone truncated the file), so a single writer never re-reads anything.
 
 A last line without a newline is a write cut short (the writer always ends a line with one). The sink
-never chains onto it: it raises :class:`~retryctl.exceptions.LogIntegrityError` unless it was opened
-with ``repair=True``, in which case it cuts the torn bytes and appends a ``repair`` record naming how
-many bytes were cut and their sha256, so that the repair is itself on the record.
+never chains onto it, however often it is asked to: it raises
+:class:`~retryctl.exceptions.LogIntegrityError` on every write unless it was opened with
+``repair=True``, in which case it cuts the torn bytes and appends a ``repair`` record naming how many
+bytes were cut and their sha256, so that the repair is itself on the record. It cuts only what looks
+like a torn record (bytes that begin with ``{`` after a last line that is a valid record): a file that
+is not a decision log is never cut.
+
+A write that fails (``ENOSPC``, ``EIO``, a short write and then an error) is undone under the lock: the
+bytes of the unfinished line are cut off again, so that the file ends where it ended before. Either
+way the next write re-reads the tail and re-derives the chain head before it appends, so a failure
+never leaves the sink chaining onto bytes it has not checked; when space comes back, the log continues.
 
 A sink used in a child after ``fork`` reopens the file on its first write there, so parent and child
 hold separate locks (a shared descriptor would share the flock and exclude nothing).
@@ -20,11 +28,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from retryctl._paths import open_regular
 from retryctl.audit._canonical import (
     GENESIS_HASH,
     HASH_RE,
@@ -39,6 +49,22 @@ from retryctl.exceptions import LogIntegrityError
 __all__ = ["ChainSink"]
 
 _CHUNK = 1 << 16
+
+
+_CANONICAL_START = re.compile(rb'\{"[^"\\]*(?:":(?! )|"$|$)')
+"""The start of a record line: no spaces, as canonical JSON is written (another file's JSON has them)."""
+
+
+def _looks_torn(torn: bytes, *, after_record: bool) -> bool:
+    """Whether bytes after the last newline look like a record cut short (and may be cut)."""
+    if not torn.startswith(b"{"):
+        return False
+    try:
+        whole = loads_strict(torn)
+    except ValueError:
+        # Cut short, as expected. With no record before it, it must also begin as a record line does.
+        return after_record or _CANONICAL_START.match(torn) is not None
+    return isinstance(whole, dict) and "hash" in whole  # a record that lost only its newline
 
 
 class ChainSink:
@@ -64,6 +90,7 @@ class ChainSink:
         self._pid = -1
         self._size = -1
         self._head = GENESIS_HASH
+        self._write = os.write  # the one call that writes a line (a test injects a failing one)
         self.repaired_bytes = 0
         """Torn bytes cut (each cut recorded by a ``repair`` record) since the sink was opened."""
         self._open()
@@ -121,8 +148,8 @@ class ChainSink:
         self._open()
 
     def _open(self) -> None:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        self._fd = os.open(self.path, flags, 0o644)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+        self._fd = open_regular(self.path, flags, 0o644, what="decision log")
         self._pid = os.getpid()
         self._size = -1
 
@@ -138,32 +165,55 @@ class ChainSink:
         body = {**record, "prev_hash": self._head}
         line, digest = encode_line(body, validated=validated)
         view = memoryview(line)
-        while view:
-            # One write for the whole line in practice; the loop only guards a short write, and the
-            # flock keeps other writers out until the line is complete.
-            view = view[os.write(self._fd, view) :]
-        if self.fsync:
-            os.fsync(self._fd)
+        start = self._size
+        try:
+            while view:
+                # One write for the whole line in practice; the loop only guards a short write, and
+                # the flock keeps other writers out until the line is complete.
+                view = view[self._write(self._fd, view) :]
+            if self.fsync:
+                os.fsync(self._fd)
+        except BaseException:
+            self._undo(start)
+            raise
         self._size += len(line)
         self._head = digest
         body["hash"] = digest
         return body
 
+    def _undo(self, start: int) -> None:
+        """After a failed write: cut what it left (the lock is still ours), and re-check next time."""
+        self._size = -1  # the next write re-reads the tail, whatever happens here
+        if start < 0:
+            return
+        try:
+            if os.fstat(self._fd).st_size > start:
+                os.ftruncate(self._fd, start)
+        except OSError:
+            pass  # the torn bytes stay; the next write finds them and refuses to chain onto them
+
     def _sync_tail(self) -> None:
         size = os.fstat(self._fd).st_size
         if size == self._size:
             return
-        self._size = size
+        # The size is cached only once the tail checked out: a torn tail raises on every write.
+        self._size = -1
         if size == 0:
             self._head = GENESIS_HASH
+            self._size = 0
             return
         last_nl = self._rfind_newline(size)
         if last_nl != size - 1:
             self._torn_tail(size, last_nl)
             return
-        prev_nl = self._rfind_newline(last_nl)
-        line = os.pread(self._fd, last_nl - prev_nl, prev_nl + 1)
-        self._head = self._hash_of_last(line, size)
+        self._head = self._hash_of_line_before(last_nl + 1, size)
+        self._size = size
+
+    def _hash_of_line_before(self, end: int, size: int) -> str:
+        """The hash of the complete line that ends (with its newline) at ``end``."""
+        prev_nl = self._rfind_newline(end - 1)
+        line = os.pread(self._fd, end - 1 - prev_nl, prev_nl + 1)
+        return self._hash_of_last(line, size)
 
     def _hash_of_last(self, line: bytes, size: int) -> str:
         fast = fast_line_hash(line)
@@ -192,6 +242,19 @@ class ChainSink:
                 ),
             )
         torn = os.pread(self._fd, size - last_nl - 1, last_nl + 1)
+        # Cut only a torn record of a decision log: the line before it must be a valid record
+        # (this raises if it is not), and the torn bytes must begin as a record does.
+        if last_nl >= 0:
+            self._hash_of_line_before(last_nl + 1, size)
+        if not _looks_torn(torn, after_record=last_nl >= 0):
+            self._fail(
+                size,
+                from_end=0,
+                problem=(
+                    f"the last {len(torn)} bytes are not a complete line and do not begin like a "
+                    "record: this does not look like a decision log, so nothing is cut"
+                ),
+            )
         os.ftruncate(self._fd, last_nl + 1)
         os.fsync(self._fd)
         self._size = -1

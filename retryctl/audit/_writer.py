@@ -95,7 +95,11 @@ class DecisionLog:
     clock for timestamps. ``processors`` are extra structlog processors, run after the timestamp.
 
     Several processes and threads may write the same file at once: lines never interleave and the
-    file stays one valid chain. Timestamps are taken before the file lock, so with concurrent
+    file stays one valid chain. A torn last line (another writer died mid-line) makes every write
+    raise :class:`~retryctl.exceptions.LogIntegrityError` until a log opened with ``repair=True`` cuts
+    it; a write that fails (``ENOSPC``) raises ``OSError`` and leaves the file as it was, and the next
+    write re-reads the tail before appending. Only a regular file can be a log (a FIFO or a device is
+    a :class:`~retryctl.exceptions.UsageError`). Timestamps are taken before the file lock, so with concurrent
     writers ``ts`` can step back slightly from one line to the next; the file order is the chain's.
     """
 

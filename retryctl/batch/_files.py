@@ -6,8 +6,15 @@ other malformed line (not UTF-8, not JSON, longer than :data:`MAX_TASK_LINE_BYTE
 
 Results are JSONL too, one object per finished task, each line written whole by one ``os.write`` on a
 descriptor opened with ``O_APPEND`` and ended by a newline. A crash can therefore leave at most one
-torn last line (no newline, or not JSON): :func:`read_results` finds it, and :class:`ResultsFile`
-cuts it before appending, so the task it belonged to simply runs again on ``--resume``.
+torn last line (bytes after the last newline): :func:`read_results` finds it, and :class:`ResultsFile`
+cuts it before appending, so the task it belonged to simply runs again on ``--resume``. A write that
+fails (a full disk) is undone at once, so a later append never lands on a half line.
+
+A results file is recognised by its content: every complete line is a result (a JSON object with an
+``id`` and a ``status``), and a torn tail begins like one (``{``). Anything else (a JSON document, a
+text file, another tool's JSONL) is a :class:`TaskFormatError` naming the file and the line, and its
+bytes are left alone. Both files are opened only if they are regular files (``open_regular``): a
+FIFO or a device is refused without blocking.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from retryctl._paths import open_regular
 from retryctl.exceptions import TaskFormatError
 
 __all__ = ["ResultsFile", "ResultsState", "Task", "TaskFormatError", "load_tasks", "read_results"]
@@ -43,7 +51,7 @@ def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
     name = os.fspath(path)
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    with open(name, "rb") as f:
+    with open(open_regular(name, os.O_RDONLY, what="task file"), "rb") as f:
         number = 0
         # readline with a cap: an oversized line (or a binary file without newlines) is refused
         # after reading one byte past the limit, not loaded whole.
@@ -124,33 +132,71 @@ class ResultsState:
         return {str(r["id"]) for r in self.results if r.get("status") != "error"}
 
 
+def _is_result(obj: Any) -> bool:
+    """Whether a decoded line is a results line: a JSON object with an ``id`` and a ``status``."""
+    if not isinstance(obj, dict):
+        return False
+    task_id = obj.get("id")
+    return (
+        isinstance(task_id, str | int)
+        and not isinstance(task_id, bool)
+        and isinstance(obj.get("status"), str)
+    )
+
+
+def _looks_torn(tail: bytes) -> bool:
+    """Whether bytes after the last newline look like a result line cut short (and may be cut)."""
+    if not tail.startswith(b"{"):
+        return False
+    try:
+        whole = json.loads(tail)
+    except (ValueError, RecursionError):
+        return True  # cut short, as expected
+    return _is_result(whole)  # a result that lost only its newline; any other JSON is not ours
+
+
 def read_results(path: str | os.PathLike[str]) -> ResultsState:
-    """Read a results file; a missing file is empty. A malformed line before the last one raises."""
+    """Read a results file; a missing file is empty. A file that is not a results file raises.
+
+    Every complete line must be a result, and a torn tail must begin like one (``{``): otherwise a
+    :class:`TaskFormatError` names the first line that is not, so that nothing is cut from a file
+    that was never a results file.
+    """
     name = os.fspath(path)
     try:
-        with open(name, "rb") as f:
-            data = f.read()
+        fd = open_regular(name, os.O_RDONLY, what="results file")
     except FileNotFoundError:
         return ResultsState(results=[], torn_bytes=0, valid_size=0)
+    with open(fd, "rb") as f:
+        data = f.read()
     lines = data.split(b"\n")
     tail = lines.pop()  # bytes after the last newline: empty unless the last line is torn
     results: list[dict[str, Any]] = []
     valid = 0
-    torn = len(tail)
     for number, raw in enumerate(lines, start=1):
         try:
             obj = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             obj = None
-        if not isinstance(obj, dict) or "id" not in obj:
-            if number == len(lines) and not tail:
-                # A last line that ends in a newline but is not a result: torn the same way.
-                torn = len(raw) + 1
-                break
-            raise TaskFormatError(path=name, line=number, problem="not a result line (JSON object with 'id')")
+        if not _is_result(obj):
+            raise TaskFormatError(
+                path=name,
+                line=number,
+                problem="not a result line (a JSON object with 'id' and 'status'): "
+                "not a retryctl results file",
+            )
         results.append(obj)
         valid += len(raw) + 1
-    return ResultsState(results=results, torn_bytes=torn, valid_size=valid)
+    if tail and not _looks_torn(tail):
+        raise TaskFormatError(
+            path=name,
+            line=len(lines) + 1,
+            problem=(
+                f"the last {len(tail)} bytes are not a complete line and do not begin like a result: "
+                "not a retryctl results file"
+            ),
+        )
+    return ResultsState(results=results, torn_bytes=len(tail), valid_size=valid)
 
 
 class ResultsFile:
@@ -161,16 +207,31 @@ class ResultsFile:
         state = read_results(self.path)
         self.cut_bytes = state.torn_bytes
         """How many torn bytes were cut from the end when the file was opened."""
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        self._fd = open_regular(self.path, flags, 0o644, what="results file")
         if state.torn_bytes:
             os.ftruncate(self._fd, state.valid_size)
+        self._size = state.valid_size if state.torn_bytes else os.fstat(self._fd).st_size
+        self._write = os.write  # the one call that writes a line (a test injects a failing one)
 
     def append(self, result: dict[str, Any]) -> None:
-        """Write ``result`` as one whole line."""
+        """Write ``result`` as one whole line; a failed write leaves the file as it was."""
         line = (json.dumps(result, ensure_ascii=False, sort_keys=True) + "\n").encode()
+        if self._size < 0:
+            raise OSError(
+                f"{self.path}: an earlier write failed and its bytes could not be cut; not appending"
+            )
         view = memoryview(line)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:
+                view = view[self._write(self._fd, view) :]
+        except BaseException:
+            try:
+                os.ftruncate(self._fd, self._size)  # the batch is the only writer: these bytes are ours
+            except OSError:
+                self._size = -1
+            raise
+        self._size += len(line)
 
     def close(self) -> None:
         """Close the file. Idempotent."""

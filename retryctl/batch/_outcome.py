@@ -3,8 +3,8 @@
 A graph's final state carries ``result`` (``status``, ``answer``, ``confidence``, ``reason``,
 ``usage`` by budget limit name). A task *ended at its maximum budget* when a limit in
 ``result["limits"]`` (or ``budget_max``) was used up, or, for a result without limits, when it did
-not end accepted and its reason is the controller's budget-spent wording ("... budget 'samples' is
-spent (8 of 8)").
+not end accepted and its reason is the controller's budget wording ("... budget 'samples' is spent
+(8 of 8)", or "... budget 'samples' would be exceeded: ..." when the next call's estimate did not fit).
 """
 
 from __future__ import annotations
@@ -16,11 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retryctl.batch._files import Task
+from retryctl.exceptions import RuntimeFailure
 from retryctl.report import answers_match
 
-__all__ = ["BatchBreaker", "at_max_budget", "error_line", "result_line", "summarise_results"]
+__all__ = [
+    "BatchBreaker",
+    "InfrastructureFailure",
+    "at_max_budget",
+    "error_line",
+    "infrastructure_failure",
+    "result_line",
+    "summarise_results",
+]
 
-_SPENT = re.compile(r"budget '[^']+' is spent")
+_SPENT = re.compile(r"budget '[^']+' (?:is spent|would be exceeded)")
 _STATUSES = ("accepted", "answered_by_user", "stopped", "needs_user")
 
 
@@ -42,6 +51,50 @@ def at_max_budget(result: Mapping[str, Any]) -> bool:
     if result.get("status") == "accepted":
         return False
     return bool(_SPENT.search(str(result.get("reason", ""))))
+
+
+class InfrastructureFailure(RuntimeFailure):
+    """A graph ended without any model answering, every call failing on a transient fault: its result
+    says nothing about the task, so the task is an infrastructure failure (``--resume`` runs it again)."""
+
+
+def infrastructure_failure(state: Any) -> InfrastructureFailure | None:
+    """Whether a graph's final ``state`` is an infrastructure failure, judged on the step's own data.
+
+    It is when the result did not end answered (``stopped`` or ``needs_user``), no sample was ever
+    delivered (``usage["samples"]`` is 0), and every verdict in ``state["verdicts"]`` that met an error
+    met a transient one (connection refused, DNS, timeout, 429, 5xx) or a breaker that refused the call
+    (``evidence.breakers[target] == "open"``), at least one transient. A model that answered badly
+    delivered samples; a request refused as invalid (4xx) is no transient fault. A state without the
+    step's ``verdicts`` or ``usage`` is never judged one.
+    """
+    if not isinstance(state, Mapping):
+        return None
+    result, verdicts = state.get("result"), state.get("verdicts")
+    if not isinstance(result, Mapping) or result.get("status") not in ("stopped", "needs_user"):
+        return None
+    samples = (result.get("usage") or {}).get("samples")
+    if not isinstance(samples, int | float) or samples != 0 or not isinstance(verdicts, list) or not verdicts:
+        return None
+    transient: list[str] = []
+    for record in verdicts:
+        verdict = record.get("verdict") if isinstance(record, Mapping) else None
+        if not isinstance(record, Mapping) or not isinstance(verdict, Mapping):
+            return None
+        evidence = verdict.get("evidence")
+        if not isinstance(evidence, Mapping):
+            return None
+        error_class = evidence.get("error_class")
+        if error_class == "transient":
+            transient.append(str(verdict.get("reason", "")))
+        elif error_class is not None and (evidence.get("breakers") or {}).get(record.get("target")) != "open":
+            return None  # a fault of the request or the answer: the server was reached
+    if not transient:
+        return None
+    return InfrastructureFailure(
+        f"no model answered ({len(transient)} transient faults, no sample drawn: is the server up?); "
+        f"the last: {transient[-1]}"
+    )
 
 
 def result_line(task: Task, state: Any, *, tries: int, elapsed_s: float) -> dict[str, Any]:

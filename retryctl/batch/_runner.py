@@ -5,9 +5,11 @@ Tasks start in file order, at most ``concurrency`` at once: each finishing task 
 ``configurable.run_id`` and ``batch-<id>`` as ``configurable.thread_id``: both come from the id alone,
 so they are the same on every try, in every process and on every ``--resume``. The controller inside
 the graph turns model faults into verdicts, so an exception that escapes ``ainvoke`` is an
-infrastructure failure (a dead server, a crashed sandbox, a bug): tenacity tries the task again, up to
-``retries`` tries with exponential backoff, then its results line says ``error`` and ``--resume``
-will try it again.
+infrastructure failure (a crashed sandbox, a bug). So is a graph that ended without any model
+answering, every call a transient fault (a dead or mistyped server:
+:func:`~retryctl.batch._outcome.infrastructure_failure`): its ``stopped`` says nothing about the task.
+Either way tenacity tries the task again, up to ``retries`` tries with exponential backoff, then its
+results line says ``error`` and ``--resume`` will try it again.
 
 What "again" does depends on the graph. Without a checkpointer, every try (a retry, or the task's turn
 in a resumed batch) starts the graph afresh from the question. With one, the task's thread keeps its
@@ -49,7 +51,7 @@ from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_a
 
 from retryctl._turn import Ticket, Turn, yielding
 from retryctl.batch._files import ResultsFile, Task
-from retryctl.batch._outcome import BatchBreaker, error_line, result_line
+from retryctl.batch._outcome import BatchBreaker, error_line, infrastructure_failure, result_line
 from retryctl.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -309,9 +311,29 @@ def _invoker(graph: Invocable) -> _Invoke:
     pregel = graph
 
     async def invoke(input: Any, config: Any) -> Any:
+        rewound = await _rewound(pregel, config)
+        if rewound is not None:
+            return await pregel.ainvoke(None, rewound, durability="sync")
         return await pregel.ainvoke(input, config, durability="sync")
 
     return invoke
+
+
+async def _rewound(graph: Any, config: Any) -> Any:
+    """Where to run a thread again whose last run ended as an infrastructure failure, else ``None``.
+
+    Such a thread has ended, so invoking it again would hand back the same final state. Instead it runs
+    again from its latest checkpoint without a ``result`` (before the step that wrote it): that step
+    and what follows run again, the steps before it do not.
+    """
+    latest = await graph.aget_state(config)
+    if latest.next or infrastructure_failure(latest.values) is None:
+        return None
+    async for snapshot in graph.aget_state_history(config):
+        values = snapshot.values if isinstance(snapshot.values, dict) else {}
+        if not values.get("result") and snapshot.next:
+            return {**config, "configurable": {**config["configurable"], **snapshot.config["configurable"]}}
+    return None
 
 
 def _task_config(task: Task) -> dict[str, Any]:
@@ -342,6 +364,9 @@ async def _run_task(
             with attempt:
                 tries += 1
                 state = await invoke(inputs, run_config)
+                unreachable = infrastructure_failure(state)
+                if unreachable is not None:
+                    raise unreachable  # retried like an exception that escaped the graph
     except RetryError as exc:
         last = exc.last_attempt.exception()
         return error_line(task, last or exc, tries=tries, elapsed_s=clock() - start)

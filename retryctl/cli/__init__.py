@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-from retryctl.cli import _ending
+from retryctl.cli import _ending, _stderr
 
 if TYPE_CHECKING:
     app: typer.Typer
@@ -74,6 +74,9 @@ _HARD_EXIT = frozenset({"audit"})
 
 
 def main() -> None:
+    # The process is ours: warnings go to stderr one line each, stdout keeps only the output. (Not in
+    # `app`, which tests and embedders run inside processes whose logging is theirs.)
+    _stderr.install()
     args = sys.argv[1:]
     command = args[0] if args and args[0] in _COMMANDS else None
     app = _build([command] if command is not None else list(_COMMANDS))

@@ -1,7 +1,10 @@
 """``retryctl audit``: verify decision logs' hash chains and explain what the controller did.
 
 Exit codes: 0 every chain is intact; 1 a chain is broken (the first broken record is named; the
-readable part is still analysed); 2 a usage error (a missing file, an unknown run id).
+readable part is still analysed, records of the wrong shape skipped and named); 2 a usage error (a
+missing file, a FIFO or device, an unknown run id, an ``--html`` path that is a LOG or cannot be
+written) or a log whose chain verifies but whose records do not fit the schema (the first such line
+and field are named).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from retryctl._paths import PathError, check_input, check_output
 from retryctl.audit import VerifyReport
 from retryctl.cli import _ending
 from retryctl.report import (
@@ -67,12 +71,45 @@ def _diff(analysis: Analysis | None, logs: list[str], a: str, b: str) -> dict[st
     return diff_sides(a, side_figures(analysis, run_id=a), b, side_figures(analysis, run_id=b))
 
 
-def _check_files(paths: list[str]) -> None:
+def _check_files(paths: list[str], html: Path | None) -> None:
+    """Every LOG a regular file; ``--html`` writable, and none of them."""
     for p in paths:
         if os.path.isdir(p):
             _fail(f"{p}: is a directory; give the decision log files in it (e.g. {p}/*.jsonl)")
-        if not os.path.isfile(p):
+        if not os.path.exists(p):
             _fail(f"{p}: no such log file")
+        try:
+            check_input(p, "LOG")
+        except PathError as exc:
+            _fail(str(exc))
+    if html is not None:
+        try:
+            check_output(html, "--html", inputs=[(p, "LOG") for p in paths])
+        except PathError as exc:
+            _fail(str(exc))
+
+
+def _check_invalid(invalid: list[str], *, broken: bool) -> None:
+    """Records of the wrong shape: exit 2 naming the first when every chain verifies, else a warning."""
+    if not invalid:
+        return
+    more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
+    if broken:
+        typer.echo(f"warning: invalid record skipped: {invalid[0]}{more}", err=True)
+        return
+    _fail(f"{invalid[0]}{more}: the chain verifies, but the record does not fit the decision-log schema")
+
+
+def _why(names: list[str], run_id: str, invalid: list[str]) -> dict[str, Any]:
+    """The ``--why`` story of ``run_id``; records of the run that do not fit the schema go to ``invalid``."""
+    from retryctl.report import run_story, story_lines
+
+    story_invalid: list[str] = []
+    events = run_story(names, run_id, invalid=story_invalid)
+    invalid += [bad for bad in story_invalid if bad not in invalid]
+    if not events and not story_invalid:
+        _fail(f"--why: no record of run {run_id!r} in {', '.join(names) or 'the logs'}")
+    return {"run_id": run_id, "events": events, "story": story_lines(events)}
 
 
 def _print_tables(out: dict[str, Any], reports: list[VerifyReport]) -> None:
@@ -118,7 +155,7 @@ def audit(
         _fail("give at least one LOG (or --diff LOG_A LOG_B)")
     diff_logs = list(diff) if diff is not None and all(map(os.path.isfile, diff)) else []
     to_verify = names + [p for p in diff_logs if p not in names]
-    _check_files(to_verify)
+    _check_files(to_verify, html)
     analysis: Analysis | None = None
     summary: dict[str, Any] | None = None
     big = len(names) == 1 and to_verify == names and os.path.getsize(names[0]) >= PARALLEL_MIN_BYTES
@@ -139,16 +176,13 @@ def audit(
         summary = summarise(analysis)
     reports = pending()
     broken = any(not r.ok for r in reports)
+    invalid = list(summary["overview"].get("invalid_records", [])) if summary is not None else []
     out: dict[str, Any] = {"verification": [_report_json(r) for r in reports], "ok": not broken}
     if summary is not None:
         out["summary"] = summary
     if why is not None:
-        from retryctl.report import run_story, story_lines
-
-        events = run_story(names, why)
-        if not events:
-            _fail(f"--why: no record of run {why!r} in {', '.join(names) or 'the logs'}")
-        out["why"] = {"run_id": why, "events": events, "story": story_lines(events)}
+        out["why"] = _why(names, why, invalid)
+    _check_invalid(invalid, broken=broken)  # before anything is written
     if diff_result is not None:
         out["diff"] = diff_result
     if html is not None:
@@ -156,7 +190,10 @@ def audit(
             _fail("--html needs at least one LOG")
         from retryctl.report import render_html
 
-        html.write_text(render_html(analysis, summary, reports), encoding="utf-8")
+        try:
+            html.write_text(render_html(analysis, summary, reports), encoding="utf-8")
+        except OSError as exc:
+            _fail(f"--html {html}: cannot write the report: {exc.strerror or exc}")
         out["html"] = os.fspath(html)
 
     if as_json:

@@ -1,7 +1,8 @@
 """``retryctl batch``: run the demo agent (or any graph) over a JSONL task file.
 
 Exit codes: 0 every task finished; 1 some tasks failed on infrastructure after their retries (run
-again with ``--resume``); 2 a usage error (a malformed task file names its line); 3 the batch breaker
+again with ``--resume``); 2 a usage error (a malformed task file names its line) or an embedded model
+that cannot run on this CPU (a ``problem:`` line says how to rebuild it); 3 the batch breaker
 paused the batch (it says why; ``--resume`` continues).
 """
 
@@ -22,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from retryctl.audit import DecisionLog
+from retryctl._paths import PathError, check_input, check_output
+from retryctl.audit import DecisionLog, verify_log
 from retryctl.batch import (
     DEFAULT_GRAPH,
     BatchConfig,
@@ -37,7 +39,8 @@ from retryctl.batch import (
     run_batch,
     summarise_results,
 )
-from retryctl.exceptions import ConfigError, LogIntegrityError
+from retryctl.cli._model_check import require_embedded_build
+from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
 
 __all__ = ["batch"]
 
@@ -81,6 +84,19 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
+def _check_paths(tasks_path: Path, out: Path, log: Path | None, checkpoints: Path | None) -> None:
+    """Every file of the batch is a regular file (or can be made), and no output is another file of it."""
+    try:
+        check_input(tasks_path, "task file")
+        seen: list[tuple[Path, str]] = [(tasks_path, "the task file")]
+        for path, what in ((out, "--out"), (log, "--log"), (checkpoints, "--checkpoints")):
+            if path is not None:
+                check_output(path, what, inputs=seen)
+                seen.append((path, what))
+    except PathError as exc:
+        _fail(str(exc))
+
+
 def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], list[Task]]:
     """All tasks, and those without a finished result in ``out``; usage errors exit 2."""
     try:
@@ -93,12 +109,12 @@ def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], 
         _fail(f"{tasks_path}: cannot read the task file: {exc.strerror or exc}")
     if out.is_dir():
         _fail(f"{out}: --out is a directory; give the results file's path")
+    try:
+        finished = read_results(out).finished  # first: a file that is not ours is named as such
+    except TaskFormatError as exc:
+        _fail(f"cannot {'resume' if resume else 'write to --out'}: {exc}")
     if not resume and out.exists() and out.stat().st_size > 0:
         _fail(f"{out} already has results; pass --resume to continue it, or choose another --out")
-    try:
-        finished = read_results(out).finished
-    except TaskFormatError as exc:
-        _fail(f"cannot resume: {exc}")
     return tasks, [t for t in tasks if t.id not in finished]
 
 
@@ -121,13 +137,26 @@ def _open_log(path: Path, console: Console, *, resume: bool) -> DecisionLog:
 
     On ``--resume`` a torn last line in the log (a write cut short by the crash being resumed from) is
     cut, the cut is recorded in the log itself, and one line says so; otherwise it is an error naming
-    the line.
+    the line. A log whose chain is broken anywhere else, or a file that is not a decision log, is
+    never appended to: exit 2, its bytes unchanged.
     """
+    hint = " (pass --resume to continue a crashed batch: a torn last line is then cut and recorded)"
+    try:
+        report = verify_log(path) if path.exists() else None
+    except OSError as exc:
+        _fail(f"--log {path}: cannot read the decision log: {exc.strerror or exc}")
+    if report is not None and report.error is not None:
+        error = report.error
+        torn = error.problem.startswith("torn tail")  # always the last line
+        if not (resume and torn):
+            broken = "; not appending to a broken chain (or to a file that is not a decision log)"
+            _fail(f"decision log: {error}{hint if torn else broken}")
     try:
         decision_log = DecisionLog(path, repair=resume)
+    except UsageError as exc:
+        _fail(str(exc))
     except LogIntegrityError as exc:
         torn = not resume and "torn tail" in exc.problem
-        hint = " (pass --resume to continue a crashed batch: a torn last line is then cut and recorded)"
         _fail(f"decision log: {exc}{hint if torn else ''}")
     if decision_log.repaired_bytes:
         console.print(
@@ -167,6 +196,10 @@ async def _graph(graph: _GraphSpec) -> AsyncIterator[Invocable]:
             loaded = load_graph(graph.spec, checkpointer=checkpointer, **graph.factory_kwargs)
         except ConfigError as exc:
             _fail(str(exc))
+        except Exception as exc:  # the factory's own failure: name it in one line, not a traceback
+            lines = str(exc).splitlines()
+            detail = f": {lines[0]}" if lines else ""
+            _fail(f"--graph {graph.spec}: loading the graph raised {type(exc).__name__}{detail}")
         yield loaded
 
 
@@ -213,7 +246,10 @@ def batch(
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
+    _check_paths(tasks_path, out, log, checkpoints)
     tasks, pending = _pending(tasks_path, out, resume=resume)
+    if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
+        require_embedded_build()  # the demo agent offline: a native crash would kill every task
     _check_checkpoints(checkpoints, resume=resume)
     try:
         config = BatchConfig(
@@ -255,6 +291,13 @@ def batch(
         console.print(f"{len(outcome.not_started)} tasks not started.")
         raise typer.Exit(_PAUSED_EXIT)
     if summary["errors"]:
+        console.print(
+            f"problem: {summary['errors']} of {summary['tasks']} tasks failed on infrastructure (a dead or "
+            "unreachable server, a crashed sandbox); --resume runs them again",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(_ERRORS_EXIT)
 
 

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from retryctl._paths import PathError, check_input
 from retryctl.bench import (
     BUILTIN_BENCH_POLICIES,
     curve_for,
@@ -78,7 +79,9 @@ def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
 
 
 def bench(
-    bank: Annotated[Path, typer.Argument(help="Sample bank, JSONL (format in DESIGN.md).")],
+    bank: Annotated[
+        Path, typer.Argument(help="Sample bank, JSONL: one question a line (format in docs/stopping.md).")
+    ],
     *,
     policy: Annotated[
         list[str] | None,
@@ -114,7 +117,11 @@ def bench(
         except (UnknownPolicyError, ConfigError) as exc:
             _fail(f"--policy: {exc}")
     try:
+        if bank.exists() and not bank.is_dir():
+            check_input(bank, "BANK")  # a FIFO would hang the read, /dev/zero never end it
         loaded = load_bank(bank)
+    except PathError as exc:
+        _fail(str(exc))
     except FileNotFoundError:
         _fail(f"BANK: no such file: {bank}")
     except IsADirectoryError:

@@ -7,6 +7,7 @@ breaker, nothing left to try, or the run failed), 4 it needed a person and nobod
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -19,7 +20,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.prompt import Prompt
 
+from retryctl._log import one_line
 from retryctl.audit import DecisionLog, verify_log
+from retryctl.cli._model_check import require_embedded_build
+from retryctl.exceptions import LogIntegrityError
 
 __all__ = ["EXIT_CODES", "demo"]
 
@@ -58,12 +62,17 @@ def _show_verdict(console: Console, event: dict[str, Any], answers: list[Any]) -
     confidence = verdict.get("confidence")
     shown = "—" if confidence is None else f"{confidence:.2f}"
     target = event.get("target") or "?"
-    console.print(
-        f"[bold]#{event['attempt']}[/bold] {escape(str(target))} → [{colour}]{action}[/{colour}]"
-        f"  confidence {shown}  samples {len(answers)} {escape(str(answers))}"
-        f"  budget left: {_left(verdict.get('evidence', {}))}"
-    )
-    console.print(f"    [dim]{escape(str(verdict['reason']))}[/dim]")
+    head = f"[bold]#{event['attempt']}[/bold] {escape(str(target))} → [{colour}]{action}[/{colour}]"
+    if (event.get("extra") or {}).get("decided_by") == "user":
+        # Your reply, logged as the verdict it amounts to: nothing was sampled for it.
+        console.print(f"{head}  (your reply)")
+    else:
+        console.print(
+            f"{head}  confidence {shown}  samples {len(answers)} {escape(str(answers))}"
+            f"  budget left: {_left(verdict.get('evidence', {}))}"
+        )
+    # One line each, whatever the reason holds (a pydantic error has several): the view stays readable.
+    console.print(f"    [dim]{escape(one_line(verdict['reason']))}[/dim]")
 
 
 class _View:
@@ -95,11 +104,10 @@ class _View:
 
 def _ask(console: Console, interrupt_value: dict[str, Any]) -> dict[str, Any]:
     best = (interrupt_value.get("best") or {}).get("answer")
-    console.print(
-        f"[bold yellow]The controller asks you:[/bold yellow] {escape(str(interrupt_value.get('reason')))}"
-    )
+    reason = escape(one_line(interrupt_value.get("reason")))
+    console.print(f"[bold yellow]The controller asks you:[/bold yellow] {reason}")
     if interrupt_value.get("error"):
-        console.print(f"[red]{escape(str(interrupt_value['error']))}[/red]")
+        console.print(f"[red]{escape(one_line(interrupt_value['error']))}[/red]")
     reply = Prompt.ask(
         f"Type 'accept' (take {best!r}), 'stop', 'more' (4 more samples) or your own answer",
         console=console,
@@ -130,8 +138,11 @@ def _run(
             for namespace, mode, data in graph.stream(payload, config, stream_mode=_MODES, subgraphs=True):
                 view.take(namespace, mode, data)
         if not view.pending or not interactive:
+            from retryctl.batch._outcome import infrastructure_failure
+
             result: dict[str, Any] = view.final.get("result") or {}
-            return result
+            unreachable = infrastructure_failure(view.final)  # the server never answered: say so
+            return result if unreachable is None else {**result, "problem": str(unreachable)}
         payload = Command(resume=_ask(console, view.pending[0].value))
 
 
@@ -139,6 +150,10 @@ def _render_end(console: Console, result: dict[str, Any], seconds: float) -> Non
     status = str(result.get("status", "stopped"))
     confidence = result.get("confidence")
     conf = "—" if confidence is None else f"{confidence:.2f}"
+    reason = escape(one_line(result.get("reason")))
+    served_by = result.get("served_by")
+    known = served_by is not None and result.get("answer") is not None
+    source = f", from {escape(str(served_by))}" if known else ""
     if status == "answered_by_user":
         console.print(
             f"\n[bold green]answer: {escape(str(result.get('answer')))}[/bold green] (given by you)"
@@ -148,13 +163,13 @@ def _render_end(console: Console, result: dict[str, Any], seconds: float) -> Non
             f"\n[bold green]answer: {escape(str(result.get('answer')))}[/bold green]"
             f"  ({escape(str(result.get('text')))}, by {escape(str(result.get('served_by')))})"
         )
-        console.print(f"confidence {conf}; accepted because {escape(str(result.get('reason')))}")
+        console.print(f"confidence {conf}; accepted because {reason}")
     elif status == "needs_user":
-        console.print(f"\n[bold yellow]needs a person[/bold yellow]: {escape(str(result.get('reason')))}")
-        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf})")
+        console.print(f"\n[bold yellow]needs a person[/bold yellow]: {reason}")
+        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf}{source})")
     else:
-        console.print(f"\n[bold red]stopped[/bold red]: {escape(str(result.get('reason')))}")
-        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf})")
+        console.print(f"\n[bold red]stopped[/bold red]: {reason}")
+        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf}{source})")
     usage = result.get("usage", {})
     console.print(
         f"used {usage.get('samples', 0):g} samples in {usage.get('attempts', 0):g} calls, "
@@ -169,10 +184,46 @@ def _close_and_verify(console: Console, log: DecisionLog | None) -> None:
         log.close()
         report = verify_log(log.path)
     except Exception as exc:  # the log is evidence: say what is wrong with it, never crash over it
-        console.print(f"log: {escape(log.path)} could not be verified: {escape(str(exc))}")
+        console.print(f"log: {escape(log.path)} could not be verified: {escape(one_line(exc))}")
         return
-    state = "chain verified" if report.ok else f"CHAIN BROKEN: {report.error}"
+    state = "chain verified" if report.ok else f"CHAIN BROKEN: {one_line(report.error)}"
     console.print(f"log: {escape(log.path)} ({report.records} records, {escape(state)})")
+
+
+def _check_setup(
+    *, base_url: str | None, model_name: str | None, timeout: float, threads: int | None, log: Path | None
+) -> None:
+    """Exit 2 with one line for bad arguments, a --log that is no regular file, or a model that
+    cannot run here; all before anything is written."""
+    if (base_url is None) != (model_name is None):
+        typer.echo("error: --base-url and --model-name go together", err=True)
+        raise typer.Exit(_SETUP_EXIT)
+    if timeout <= 0 or (threads is not None and threads < 1):
+        typer.echo("error: --timeout must be > 0 and --threads >= 1", err=True)
+        raise typer.Exit(_SETUP_EXIT)
+    if log is not None:
+        from retryctl._paths import PathError, check_output
+
+        try:
+            check_output(log, "--log")  # a FIFO would hang the demo, a directory crash it
+        except PathError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(_SETUP_EXIT) from None
+    if base_url is None:
+        require_embedded_build()
+
+
+def _open_log(path: Path) -> DecisionLog:
+    """The decision log, appended to; a file that is not one, or whose chain is broken anywhere (the
+    writer itself checks only the tail), is left as it is: exit 2."""
+    try:
+        report = verify_log(path) if path.exists() and path.stat().st_size else None
+        if report is not None and report.error is not None:
+            raise report.error
+        return DecisionLog(path)
+    except (LogIntegrityError, OSError) as exc:
+        typer.echo(f"error: --log {os.fspath(path)}: {one_line(exc)}; nothing was written to it", err=True)
+        raise typer.Exit(_SETUP_EXIT) from None
 
 
 def demo(
@@ -207,21 +258,14 @@ def demo(
     from retryctl.agent import DEMO_QUESTION, build_demo_graph, demo_schedule
 
     console = Console(highlight=False, soft_wrap=True)
-    if (base_url is None) != (model_name is None):
-        typer.echo("error: --base-url and --model-name go together", err=True)
-        raise typer.Exit(_SETUP_EXIT)
-    if timeout <= 0 or (threads is not None and threads < 1):
-        typer.echo("error: --timeout must be > 0 and --threads >= 1", err=True)
-        raise typer.Exit(_SETUP_EXIT)
+    _check_setup(base_url=base_url, model_name=model_name, timeout=timeout, threads=threads, log=log)
     text = question or DEMO_QUESTION
     interactive = sys.stdin is not None and sys.stdin.isatty()
     run_id = f"demo-{uuid.uuid4().hex[:12]}"
-    path = log or _default_log()
-    decision_log: DecisionLog | None = None
+    decision_log = _open_log(log or _default_log())
     code = _FAILED_EXIT
     started = time.monotonic()
     try:
-        decision_log = DecisionLog(path)
         graph = build_demo_graph(
             base_url=base_url,
             model_name=model_name,
@@ -237,13 +281,14 @@ def demo(
         console.print(f"[dim]model: {escape(where)}; run {run_id}[/dim]")
         result = _run(console, graph, text, run_id, interactive)
         _render_end(console, result, time.monotonic() - started)
+        if result.get("problem"):
+            typer.echo(f"problem: {base_url}: {one_line(result['problem'])}", err=True)
         code = EXIT_CODES.get(str(result.get("status")), _FAILED_EXIT)
     except KeyboardInterrupt:
         console.print("interrupted")
         code = 130
     except Exception as exc:  # the contract: one line, never a traceback, whatever broke
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        typer.echo(f"error: {type(exc).__name__}: {message}"[:500], err=True)
+        typer.echo(f"error: {type(exc).__name__}: {one_line(exc)}"[:500], err=True)
         code = _FAILED_EXIT
     finally:
         _close_and_verify(console, decision_log)

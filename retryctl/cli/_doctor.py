@@ -1,7 +1,9 @@
 """``retryctl doctor``: can this machine run retryctl? Sandbox tier, embedded model, versions.
 
 Exit 0 when an isolating sandbox tier is available and the embedded model loads and generates;
-otherwise exit 1 after saying what is missing and how to fix it.
+otherwise exit 1 after saying what is missing and how to fix it. The model is first tried in a child
+process, so a llama.cpp build that crashes natively (SIGILL on a CPU that cannot run what it was built
+for) becomes a ``problem:`` line naming the signal and the rebuild command.
 """
 
 from __future__ import annotations
@@ -58,10 +60,18 @@ def _check_sandbox(console: Console) -> str | None:
 
 
 def _check_model(console: Console, threads: int | None) -> str | None:
-    """Load the embedded model and generate a few tokens; return the problem, or ``None``."""
-    # openai and llama.cpp load only when doctor runs, not with every `retryctl` command.
-    from retryctl.models import EmbeddedBackend, SamplingParams
+    """Load the embedded model and generate a few tokens; return the problem, or ``None``.
 
+    First in a child process: a llama.cpp built for instructions this CPU cannot run dies with SIGILL,
+    which would end doctor itself without a word. Only a build that survived it is loaded here.
+    """
+    # openai and llama.cpp load only when doctor runs, not with every `retryctl` command.
+    from retryctl.models import EmbeddedBackend, SamplingParams, check_embedded_build
+
+    check = check_embedded_build(refresh=True)
+    if not check.ok:
+        console.print("model: crashed or failed in a child process (see problem below)")
+        return check.problem
     backend = EmbeddedBackend(n_threads=threads, n_ctx=256)
     try:
         started = time.monotonic()

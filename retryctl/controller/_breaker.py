@@ -17,17 +17,25 @@ Every transition is a pure function of (record, config, now) applied through the
 ``update``, so processes sharing a :class:`SQLiteBreakerStore` never lose an update. The sync methods
 are thread-safe; the ``a``-prefixed twins run them in a worker thread when the store may block (SQLite)
 and inline otherwise (memory: microseconds), so they never stall an event loop.
+
+A store can fail (Redis down, SQLite locked past its busy timeout). The plain methods then raise
+:class:`~retryctl.exceptions.BreakerStoreError`; the drivers (the controlled step and tool node) use
+:meth:`Breaker.admit`, :meth:`Breaker.report` and :meth:`Breaker.snapshot` instead, which never raise it:
+they apply ``BreakerConfig.on_store_error`` (fail open: the call goes ahead unguarded; fail closed: it is
+refused with the store's error, a transient fault) and return a :class:`StoreFault` to put in the
+verdict's notes, so the decision is logged and the graph goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import replace
-from typing import ParamSpec, TypeVar
+from dataclasses import dataclass, replace
+from typing import Literal, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from retryctl._log import get_logger
 from retryctl._turn import yielded_turn
 from retryctl.controller._breaker_store import (
     BreakerRecord,
@@ -35,13 +43,18 @@ from retryctl.controller._breaker_store import (
     BreakerStore,
     MemoryBreakerStore,
 )
+from retryctl.controller._breaker_store import summary as _summary
 from retryctl.controller._clock import Clock
-from retryctl.exceptions import BreakerOpen
+from retryctl.exceptions import BreakerOpen, BreakerStoreError
 
-__all__ = ["Breaker", "BreakerConfig"]
+__all__ = ["Admission", "Breaker", "BreakerConfig", "StoreFault"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+_log = get_logger("retryctl.controller")
+
+OnStoreError = Literal["fail_open", "fail_closed"]
 
 
 class BreakerConfig(BaseModel):
@@ -57,6 +70,12 @@ class BreakerConfig(BaseModel):
     """Successful probes that close a half-open breaker."""
     half_open_max_calls: int = Field(default=1, ge=1)
     """Probe calls admitted per half-open window; at least ``success_threshold``."""
+    on_store_error: OnStoreError = "fail_open"
+    """What :meth:`Breaker.admit` does when the store cannot be reached: ``fail_open`` lets the call go
+    ahead unguarded, ``fail_closed`` refuses it (a transient fault: the step retries, then switches).
+    Fail open by default: the breaker protects a dependency from load, and an outage of the store that
+    coordinates it should not stop every call of every worker; the step's budget still bounds what an
+    unguarded call can cost. Choose ``fail_closed`` when calling a failing dependency does harm."""
 
     @model_validator(mode="after")
     def _can_close(self) -> BreakerConfig:
@@ -124,6 +143,52 @@ def _retry_at(rec: BreakerRecord, cfg: BreakerConfig) -> float:
     if rec.state is BreakerState.HALF_OPEN:
         return (rec.last_probe_at or 0.0) + cfg.cooldown_s
     return (rec.opened_at or 0.0) + cfg.cooldown_s
+
+
+# -- what a driver gets back when the store fails ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFault:
+    """The breaker's store failed during ``operation`` on ``key``, and what the breaker did instead."""
+
+    key: str | None
+    """The key concerned (``None`` for a read of every key)."""
+    operation: str
+    """``admit``, ``record_success``, ``record_failure`` or ``states``."""
+    error: BreakerStoreError
+    """The store's error."""
+    decision: str
+    """What happened instead, for a person (e.g. ``fail_open: the call goes ahead unguarded``)."""
+
+    def __str__(self) -> str:
+        on = f" for {self.key!r}" if self.key is not None else ""
+        return f"breaker store unreachable during {self.operation}{on} ({self.error}); {self.decision}"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Whether a call may go ahead: :meth:`Breaker.admit`'s answer."""
+
+    refused: BreakerOpen | BreakerStoreError | None = None
+    """Why the call may not go ahead: the key's breaker is open, or the store failed and the breaker
+    fails closed; ``None`` when it may."""
+    fault: StoreFault | None = None
+    """The store's failure and the decision taken on it, when the store failed."""
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the call may go ahead."""
+        return self.refused is None
+
+
+def _as_store_error(breaker: Breaker, operation: str, exc: Exception) -> BreakerStoreError:
+    # A store of the user's own may raise its driver's errors: name the store and keep the cause.
+    if isinstance(exc, BreakerStoreError):
+        return exc
+    error = BreakerStoreError(store=type(breaker.store).__name__, operation=operation, problem=_summary(exc))
+    error.__cause__ = exc
+    return error
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -215,6 +280,48 @@ class Breaker:
         """Close ``key``'s breaker (or every breaker) and forget its failures."""
         self.store.reset(key)
 
+    # -- for drivers: the same steps, with a failing store decided on instead of raised ------------
+
+    def _fault(self, key: str | None, operation: str, exc: Exception, decision: str) -> StoreFault:
+        fault = StoreFault(
+            key=key, operation=operation, error=_as_store_error(self, operation, exc), decision=decision
+        )
+        _log.warning("breaker.store_error", key=key, operation=operation, error=str(fault.error))
+        return fault
+
+    def admit(self, key: str) -> Admission:
+        """Like :meth:`before_call`, as data: an open breaker refuses; a failing store is decided on by
+        ``config.on_store_error``. Never raises a store's error."""
+        try:
+            self.before_call(key)
+        except BreakerOpen as refused:
+            return Admission(refused=refused)
+        except Exception as exc:  # any store failure: the store is outside the controller's control
+            if self.config.on_store_error == "fail_closed":
+                fault = self._fault(key, "admit", exc, f"fail_closed: the call to {key!r} is refused")
+                return Admission(refused=fault.error, fault=fault)
+            fault = self._fault(key, "admit", exc, f"fail_open: the call to {key!r} goes ahead unguarded")
+            return Admission(fault=fault)
+        return Admission()
+
+    def report(self, key: str, *, failed: bool) -> StoreFault | None:
+        """Record a call's outcome (:meth:`record_failure` or :meth:`record_success`); a failing store
+        is returned as a :class:`StoreFault` (the outcome is not counted), never raised."""
+        operation = "record_failure" if failed else "record_success"
+        try:
+            self._record(key, _fail if failed else _succeed)
+        except Exception as exc:
+            outcome = "failure" if failed else "success"
+            return self._fault(key, operation, exc, f"the {outcome} is not counted")
+        return None
+
+    def snapshot(self) -> tuple[dict[str, str], StoreFault | None]:
+        """:meth:`states` for a verdict's evidence; with a failing store, no states and the fault."""
+        try:
+            return self.states(), None
+        except Exception as exc:
+            return {}, self._fault(None, "states", exc, "breaker states unknown")
+
     # -- async twins: the same methods, off the event loop when the store may block ------------
 
     async def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -246,3 +353,15 @@ class Breaker:
     async def astates(self) -> dict[str, str]:
         """Async :meth:`states`."""
         return await self._call(self.states)
+
+    async def aadmit(self, key: str) -> Admission:
+        """Async :meth:`admit`."""
+        return await self._call(self.admit, key)
+
+    async def areport(self, key: str, *, failed: bool) -> StoreFault | None:
+        """Async :meth:`report`."""
+        return await self._call(self.report, key, failed=failed)
+
+    async def asnapshot(self) -> tuple[dict[str, str], StoreFault | None]:
+        """Async :meth:`snapshot`."""
+        return await self._call(self.snapshot)

@@ -9,15 +9,20 @@ update runs in a ``BEGIN IMMEDIATE`` transaction (the write lock is taken before
 processes cannot both read the old state), the database is in WAL mode, and a busy writer is waited for
 up to ``busy_timeout_s``. Monotonic clocks differ between processes and reboots, so its default clock is
 wall time (``time.time``).
+
+A store that cannot be read or written (a database locked past the busy timeout, an unwritable file, a
+Redis server that went away) raises :class:`~retryctl.exceptions.BreakerStoreError`, never its driver's
+own error type, so a breaker can decide what an unreachable store means (``BreakerConfig.on_store_error``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +30,7 @@ from types import TracebackType
 from typing import Protocol, TypeVar, runtime_checkable
 
 from retryctl.controller._clock import Clock, monotonic
+from retryctl.exceptions import BreakerStoreError
 
 __all__ = [
     "BreakerRecord",
@@ -81,7 +87,10 @@ class BreakerStore(Protocol):
     """The clock a breaker uses with this store unless given one."""
 
     def update(self, key: str, fn: Update[T]) -> T:
-        """Apply ``fn`` to ``key``'s record atomically, store the record it returns, return its value."""
+        """Apply ``fn`` to ``key``'s record atomically, store the record it returns, return its value.
+
+        A store that cannot be reached raises :class:`~retryctl.exceptions.BreakerStoreError`.
+        """
         ...
 
     def get(self, key: str) -> BreakerRecord:
@@ -155,6 +164,12 @@ def _from_row(row: _Row) -> BreakerRecord:
     return BreakerRecord(BreakerState(state), failures, opened_at, probes, successes, last_probe_at)
 
 
+def summary(exc: BaseException) -> str:
+    """An exception as one line: ``Type: message``, cut at 300 characters."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return text if len(text) <= 300 else f"{text[:300]}..."
+
+
 class SQLiteBreakerStore:
     """Records in a SQLite file: they survive a restart and are shared by processes on one machine.
 
@@ -174,7 +189,19 @@ class SQLiteBreakerStore:
         self.default_clock = time.time
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self._conn = self._connect()
+        with self._faults("connect"):
+            self._conn = self._connect()
+
+    @contextlib.contextmanager
+    def _faults(self, operation: str) -> Iterator[None]:
+        """Turn SQLite's errors (locked past the busy timeout, unwritable, not a database) into
+        :class:`BreakerStoreError`."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise BreakerStoreError(
+                store=f"sqlite:{os.fspath(self.path)}", operation=operation, problem=summary(exc)
+            ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -198,9 +225,9 @@ class SQLiteBreakerStore:
 
     def update(self, key: str, fn: Update[T]) -> T:
         """Apply ``fn`` in one ``BEGIN IMMEDIATE`` transaction: no other process writes in between."""
-        with self._lock:
+        with self._lock, self._faults("update"):
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")  # a lock held past busy_timeout_s fails here
             try:
                 row = conn.execute(f"SELECT {_COLUMNS} FROM breakers WHERE key = ?", (key,)).fetchone()
                 before = CLOSED_RECORD if row is None else _from_row(row)
@@ -222,13 +249,16 @@ class SQLiteBreakerStore:
                     )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    # A failing ROLLBACK (disk gone) must not hide the error that made us roll back.
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                 raise
             return result
 
     def get(self, key: str) -> BreakerRecord:
         """``key``'s record (closed if never written)."""
-        with self._lock:
+        with self._lock, self._faults("get"):
             row = (
                 self._connection()
                 .execute(f"SELECT {_COLUMNS} FROM breakers WHERE key = ?", (key,))
@@ -238,13 +268,13 @@ class SQLiteBreakerStore:
 
     def items(self) -> dict[str, BreakerRecord]:
         """Every record by key."""
-        with self._lock:
+        with self._lock, self._faults("items"):
             rows = self._connection().execute(f"SELECT key, {_COLUMNS} FROM breakers").fetchall()
         return {row[0]: _from_row(row[1:]) for row in rows}
 
     def reset(self, key: str | None = None) -> None:
         """Forget ``key`` or every key."""
-        with self._lock:
+        with self._lock, self._faults("reset"):
             conn = self._connection()
             if key is None:
                 conn.execute("DELETE FROM breakers")

@@ -14,16 +14,29 @@ it must be pure (the breaker's transitions are), and that a hot key costs a retr
 Clock: workers on different machines disagree about wall time, and a cool-down is measured between two
 of them (one opens the breaker, another admits the probe). So the default clock is the Redis server's
 own (``TIME``): one more round trip per decision, and one clock for every worker.
+
+Faults: any error of the client (the server refused the connection, timed out, went away mid-command)
+is raised as :class:`~retryctl.exceptions.BreakerStoreError` naming the server and the operation; the
+breaker decides what that means (``BreakerConfig.on_store_error``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
-from retryctl.controller._breaker_store import CLOSED_RECORD, BreakerRecord, BreakerState, Update
+from retryctl.controller._breaker_store import (
+    CLOSED_RECORD,
+    BreakerRecord,
+    BreakerState,
+    Update,
+    summary,
+)
 from retryctl.controller._clock import Clock
+from retryctl.exceptions import BreakerStoreError
 
 try:
     import redis
@@ -111,15 +124,34 @@ class RedisBreakerStore:
     def _record_key(self, key: str) -> str:
         return f"{self.namespace}:rec:{key}"
 
+    def _where(self) -> str:
+        """The server, as ``redis://host:port/db`` (never the password)."""
+        kwargs = self.client.connection_pool.connection_kwargs
+        if "path" in kwargs:
+            return f"unix://{kwargs['path']}"
+        return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+    @contextlib.contextmanager
+    def _faults(self, operation: str) -> Iterator[None]:
+        """Turn the client's errors (connection refused, timeout, the server gone) into
+        :class:`BreakerStoreError`. A lost ``WATCH`` race is not one: :meth:`update` handles it."""
+        try:
+            yield
+        except redis.WatchError:
+            raise
+        except redis.RedisError as exc:
+            raise BreakerStoreError(store=self._where(), operation=operation, problem=summary(exc)) from exc
+
     def server_time(self) -> float:
         """The Redis server's wall time in seconds: the clock every worker shares."""
-        seconds, micros = self.client.time()
+        with self._faults("clock"):
+            seconds, micros = self.client.time()
         return seconds + micros / 1_000_000
 
     def update(self, key: str, fn: Update[T]) -> T:
         """Apply ``fn`` in an optimistic transaction, again if another client wrote ``key`` meanwhile."""
         name = self._record_key(key)
-        with self.client.pipeline(transaction=True) as pipe:
+        with self._faults("update"), self.client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(name)  # type: ignore[no-untyped-call]  # untyped in redis-py
@@ -140,20 +172,26 @@ class RedisBreakerStore:
 
     def get(self, key: str) -> BreakerRecord:
         """``key``'s record (closed if never written)."""
-        return _decode(self.client.hgetall(self._record_key(key)))
+        with self._faults("get"):
+            return _decode(self.client.hgetall(self._record_key(key)))
 
     def items(self) -> dict[str, BreakerRecord]:
         """Every record by key."""
-        keys = sorted(_text(k) for k in self.client.smembers(self._index))
-        pipe = self.client.pipeline(transaction=True)
-        for key in keys:
-            pipe.hgetall(self._record_key(key))
-        raws: list[dict[bytes | str, bytes | str]] = pipe.execute()
+        with self._faults("items"):
+            keys = sorted(_text(k) for k in self.client.smembers(self._index))
+            pipe = self.client.pipeline(transaction=True)
+            for key in keys:
+                pipe.hgetall(self._record_key(key))
+            raws: list[dict[bytes | str, bytes | str]] = pipe.execute()
         # A key reset between the two reads has an empty hash: it is gone, not closed.
         return {key: _decode(raw) for key, raw in zip(keys, raws, strict=True) if raw}
 
     def reset(self, key: str | None = None) -> None:
         """Forget ``key`` or every key of this namespace."""
+        with self._faults("reset"):
+            self._reset(key)
+
+    def _reset(self, key: str | None) -> None:
         if key is not None:
             pipe = self.client.pipeline(transaction=True)
             pipe.delete(self._record_key(key))

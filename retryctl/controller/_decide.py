@@ -3,7 +3,8 @@
 Nothing here does I/O, reads a clock or keeps state: LangGraph nodes, the CLI and batch runners gather an
 :class:`Observation` and act on the :class:`Verdict`. The order of the checks is the policy:
 
-1. a spent budget ends the step (``stop``, or ``ask_user`` to extend it);
+1. a spent budget, or one the next call's estimate would exceed, ends the step (``stop``, or
+   ``ask_user`` to extend it);
 2. an error is handled by its class: transient → ``retry`` (then ``switch``; also at once when its
    ``Retry-After`` is longer than the wall-time budget left), validation → ``refine``
    (then ``switch``), terminal or an open breaker → ``switch``, else ``stop``;
@@ -231,8 +232,9 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     make = _Builder(obs, policy, fusion)
 
     if obs.exhausted is not None:
-        spent = obs.exhausted
-        reason = f"{spent.scope} budget {spent.limit_name!r} is spent ({spent.value:g} of {spent.limit:g})"
+        # "is spent (8 of 8)" only when committed use reached the limit; a refused reservation says
+        # "would be exceeded" with the call's estimate and what was really spent (see Exhaustion).
+        reason = str(obs.exhausted)
         if policy.on_budget_exhausted == "ask_user":
             return make(Action.ASK_USER, f"{reason}; asking the user whether to extend it")
         return make(Action.STOP, reason)
@@ -258,11 +260,42 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     conf, limit = _distinct(fusion.confidence, threshold)
     if fusion.confidence >= threshold:
         return make(Action.ACCEPT, f"confidence {conf} >= threshold {limit}")
-    parts = ", ".join(f"{k} {v:.2f}" for k, v in fusion.signals.items())
+    # The parts of the confidence are the signals that carry weight in it; the others (validators
+    # gate, they do not score) stay in the evidence but would only pad the sentence.
+    weighted = {k: v for k, v in fusion.signals.items() if fusion.weights.get(k, 0.0) > 0} or dict(
+        fusion.signals
+    )
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in weighted.items())
     why = f"confidence {conf} < threshold {limit} ({parts})"
     if obs.error is not None:
         why = f"{why}; {obs.error.reason}"
-    feedback = (
-        f"Your answers were not consistent enough ({parts}). Re-check each step and give one final answer."
+    return _on_low_confidence(make, why, _low_confidence_feedback(conf, limit, weighted))
+
+
+_MEANING = {
+    "token_confidence": "the model was unsure of its own words",
+    "weakest_span": "part of the answer was a guess",
+    "verifier": "the verifier doubted the answer",
+}
+"""What a low value of each built-in signal but agreement says, for the refine feedback."""
+
+
+def _low_confidence_feedback(conf: str, limit: str, weighted: Mapping[str, float]) -> str:
+    """The feedback of a low confidence, naming the signal that pulled it down the most.
+
+    "Not consistent" only when agreement is that signal (the sentence is the one the demo's figures
+    were measured with); otherwise the weakest signal is named with what it means, so an unsure
+    model is never told that its answers disagreed. A failed check has its own feedback (step 3).
+    """
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in weighted.items())
+    name, value = min(weighted.items(), key=lambda kv: kv[1])
+    if name == "agreement":
+        return (
+            f"Your answers were not consistent enough ({parts}). "
+            "Re-check each step and give one final answer."
+        )
+    meaning = _MEANING.get(name, "the weakest part of the confidence")
+    return (
+        f"Your answer was not trusted: confidence {conf} < threshold {limit}, weakest signal {name} "
+        f"{value:.2f} ({meaning}). Re-check each step and give one final answer."
     )
-    return _on_low_confidence(make, why, feedback)

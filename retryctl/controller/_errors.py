@@ -7,8 +7,8 @@
 - **validation**: the call or its output was malformed (pydantic and JSON errors, bad arguments, HTTP
   400/413/422, an output cut at the token limit); retrying with feedback can fix it.
 - **semantic**: well-formed but judged wrong (:class:`~retryctl.exceptions.SemanticError`).
-- **terminal**: will not change (auth 401/403, 404, other 4xx, an exhausted quota, an open breaker, a
-  spent budget, cancellation, retryctl misuse).
+- **terminal**: will not change (auth 401/403, 404, other 4xx, an exhausted quota, a parameter the API
+  says it does not support, an open breaker, a spent budget, cancellation, retryctl misuse).
 
 An exception of a type it does not know is **terminal** by default (``default=`` changes it), after
 looking at its explicit cause (``raise Wrapper(...) from err``): retrying what we do not understand
@@ -41,6 +41,8 @@ _HTTPX_MODULES = ("httpx", "httpx2")
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _VALIDATION_STATUS = frozenset({400, 413, 422})
 _PERMANENT_5XX = frozenset({501, 505})
+_UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
+"""The OpenAI API's ``code`` for a parameter (or value) the model does not take."""
 _MAX_REASON = 1000
 """Longest reason kept. An exception's message becomes a verdict's reason, the feedback a model reads and
 a decision-log line: a tool raising with megabytes of text must not copy them into all three."""
@@ -201,6 +203,10 @@ def _status(exc: Exception, now: Callable[[], float]) -> Classification | None:
 def _status_class(code: int, api_code: object) -> tuple[ErrorClass, str]:
     if code == 429 and api_code == "insufficient_quota":
         return ErrorClass.TERMINAL, "the account's quota is spent"
+    if api_code in _UNSUPPORTED_CODES:
+        # A capability error: neither a retry nor feedback to the model changes what the server takes.
+        # (retryctl's own OpenAI backend reads any body for these and steps around them itself.)
+        return ErrorClass.TERMINAL, "the server does not support a parameter of the request"
     if code == 429:
         return ErrorClass.TRANSIENT, "rate limited"
     if code in _TRANSIENT_STATUS:

@@ -60,8 +60,11 @@ def _amounts(usage: Usage) -> _Amounts:
 class Exhaustion:
     """A limit that is spent, or that a reservation would have passed.
 
-    ``used`` is the total at ``scope`` (committed, plus in-flight reservations when a reservation was
-    refused; the elapsed seconds for ``wall_s``); ``requested`` what the refused reservation asked for.
+    The figures are kept apart so that a message never calls an estimate a spend: ``used`` is what
+    committed calls really used at ``scope`` (the elapsed seconds for ``wall_s``), ``reserved`` what
+    calls still in flight hold there, ``requested`` what the refused reservation asked for (0 from
+    :meth:`Ledger.exhausted`). :attr:`spent` says which case it is; ``str()`` is the sentence verdicts
+    give as their reason.
     """
 
     limit_name: str
@@ -69,28 +72,41 @@ class Exhaustion:
     limit: float
     """The limit's value."""
     used: float
-    """The total at the scope when the limit was checked."""
+    """Committed use at the scope when the limit was checked (elapsed seconds for ``wall_s``)."""
     scope: str
     """``"run"`` or ``"step '<id>'"``."""
     requested: float = 0.0
     """The refused reservation's amount on this limit (0 for :meth:`Ledger.exhausted`)."""
     step_id: str | None = None
     """The step's id, ``None`` for the run."""
+    reserved: float = 0.0
+    """Held at the scope by other calls' open reservations when this one was refused."""
 
     @property
     def value(self) -> float:
-        """The total the limit was compared with: ``used + requested``."""
-        return self.used + self.requested
+        """The total the limit was compared with: ``used + reserved + requested``."""
+        return self.used + self.reserved + self.requested
+
+    @property
+    def spent(self) -> bool:
+        """Whether committed use reached the limit; ``False``: the call's estimate did not fit."""
+        return self.to_exception().spent
 
     def to_exception(self) -> BudgetExceeded:
         """This exhaustion as the typed error, for callers that want an exception."""
         return BudgetExceeded(
-            limit_name=self.limit_name, limit=self.limit, value=self.value, scope=self.scope
+            limit_name=self.limit_name,
+            limit=self.limit,
+            value=self.value,
+            scope=self.scope,
+            used=self.used,
+            reserved=self.reserved,
+            requested=self.requested,
         )
 
     def __str__(self) -> str:
-        ask = f" + {self.requested:g} requested" if self.requested else ""
-        return f"{self.scope} {self.limit_name}: {self.used:g}{ask} of limit {self.limit:g}"
+        # One wording for the verdict's reason and the exception (``BudgetExceeded`` owns it).
+        return str(self.to_exception())
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +204,9 @@ class _Scope:
             limit = getattr(self.budget, name)
             if limit is None:
                 continue
-            held = self._committed[name] + self._reserved[name]
-            if held + want[name] > self._limits[name]:
-                return self._exhaustion(name, limit, held, want[name])
+            spent, held = self._committed[name], self._reserved[name]
+            if spent + held + want[name] > self._limits[name]:
+                return self._exhaustion(name, limit, spent, want[name], held)
         limit = self.budget.wall_s
         if limit is not None:
             elapsed = self._elapsed(now)
@@ -209,7 +225,9 @@ class _Scope:
             return self._exhaustion("wall_s", limit, self._elapsed(now), 0)
         return None
 
-    def _exhaustion(self, name: str, limit: float, used: _Num | float, requested: _Num | float) -> Exhaustion:
+    def _exhaustion(
+        self, name: str, limit: float, used: _Num | float, requested: _Num | float, reserved: _Num = 0
+    ) -> Exhaustion:
         return Exhaustion(
             limit_name=name,
             limit=limit,
@@ -217,6 +235,7 @@ class _Scope:
             requested=float(requested),
             scope=self.scope,
             step_id=self.step_id,
+            reserved=float(reserved),
         )
 
     # -- the protocol ---------------------------------------------------------------------------

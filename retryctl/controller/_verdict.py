@@ -24,7 +24,8 @@ class Action(StrEnum):
     ASK_USER = "ask_user"
     """Escalate to a person (a LangGraph interrupt)."""
     STOP = "stop"
-    """Circuit breaker: a budget is spent, a breaker is open or nothing is left to try."""
+    """Circuit breaker: a budget is spent (or the next call's estimate would exceed it), a breaker is
+    open or nothing is left to try."""
 
 
 class Evidence(BaseModel):

@@ -7,6 +7,7 @@ can help.
 """
 
 from retryctl.models._base import BackendBase, LoopThread, ModelBackend, sample_blocking
+from retryctl.models._build_check import BuildCheck, check_embedded_build
 from retryctl.models._constraints import ConstraintPolicy
 from retryctl.models._embedded import EmbeddedBackend
 from retryctl.models._errors import (
@@ -17,6 +18,7 @@ from retryctl.models._errors import (
     ReplayExhausted,
     TerminalBackendError,
     TransientBackendError,
+    UnsupportedParameter,
 )
 from retryctl.models._langchain import (
     LangChainBackend,
@@ -27,6 +29,7 @@ from retryctl.models._langchain import (
 from retryctl.models._local import find_smollm2_gguf
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
 from retryctl.models._openai import NMode, OpenAIBackend
+from retryctl.models._openai_caps import CapabilityRegistry, ServerCapabilities
 from retryctl.models._replay import (
     BankQuestion,
     RecordedSample,
@@ -52,7 +55,9 @@ __all__ = [
     "BackendTimeout",
     "BackendUnavailable",
     "BankQuestion",
+    "BuildCheck",
     "Candidate",
+    "CapabilityRegistry",
     "Constraint",
     "ConstraintPolicy",
     "EmbeddedBackend",
@@ -73,12 +78,15 @@ __all__ = [
     "ScriptItem",
     "ScriptedBackend",
     "ScriptedCall",
+    "ServerCapabilities",
     "TerminalBackendError",
     "TokenLogprob",
     "ToolCall",
     "ToolSpec",
     "TransientBackendError",
+    "UnsupportedParameter",
     "Usage",
+    "check_embedded_build",
     "find_smollm2_gguf",
     "load_bank",
     "normalise_messages",

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from retryctl._log import get_logger
 from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
@@ -37,7 +36,7 @@ from retryctl.models._types import Candidate, Constraint, SamplingParams, TokenL
 
 __all__ = ["EmbeddedBackend"]
 
-_log = structlog.get_logger("retryctl.models")
+_log = get_logger("retryctl.models")
 _SEED_SPACE = 2**31
 _LOCKS_GUARD = threading.Lock()
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()

@@ -6,6 +6,7 @@
         │   └── BackendTimeout          no complete answer within the timeout
         ├── MalformedResponse           the server answered, but not with a usable completion
         └── TerminalBackendError        retrying the same call cannot help: 4xx, auth, unknown model
+            ├── UnsupportedParameter    the server refuses a parameter it does not support (any status)
             ├── BackendUnavailable      the backend cannot run here (e.g. the ``local`` extra is missing)
             └── ReplayExhausted         a replay backend has no recorded sample left for a question
 
@@ -28,6 +29,7 @@ __all__ = [
     "ReplayExhausted",
     "TerminalBackendError",
     "TransientBackendError",
+    "UnsupportedParameter",
 ]
 
 
@@ -104,6 +106,29 @@ class MalformedResponse(BackendError):
 
 class TerminalBackendError(BackendError):
     """A failure that the same call will meet again: bad request, authentication, unknown model."""
+
+
+class UnsupportedParameter(TerminalBackendError):
+    """The server refused a request parameter it does not support: a capability error, not a fault.
+
+    Some servers answer it with a 5xx (llama.cpp's server validates the body inside its handler), so the
+    status alone would call it transient. It is never retried as sent: the OpenAI backend learns it
+    (see :class:`~retryctl.models.ServerCapabilities`) and falls back at once to a request without it;
+    it reaches the caller only when no fallback is left. ``parameter`` names the refused parameter as
+    the request sent it (``"response_format"``, ``"logprobs"``...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        parameter: str,
+        status_code: int | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.parameter = parameter
+        super().__init__(message, backend=backend, status_code=status_code, attempts=attempts)
 
 
 class BackendUnavailable(TerminalBackendError):

@@ -3,11 +3,17 @@
 k candidates come from one request with ``n=k`` when the server honours ``n``; llama.cpp's server answers
 ``n=2`` with one choice, so the backend notices the shortfall, remembers it, and draws the rest as
 parallel single requests with distinct seeds.
+
+What a server refuses outright (a capability error, see :mod:`retryctl.models._openai_caps`) is learnt
+in its :class:`ServerCapabilities` and the request goes again at once without it: structured output
+steps down ``json_schema`` → ``json_object`` → plain prompt (:mod:`retryctl.models._openai_modes`), and a
+refused ``logprobs``, ``seed``, ``n``, ``top_p``, ``top_k`` or ``min_p`` is left out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import random
@@ -19,12 +25,22 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import openai
-import structlog
 
+from retryctl._log import get_logger
 from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
+from retryctl.models._errors import UnsupportedParameter
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._openai_caps import CapabilityRegistry, ServerCapabilities
+from retryctl.models._openai_modes import (
+    DROPPABLE,
+    Plan,
+    feature_of,
+    plan_for,
+    sent_names,
+    usable_or_raise,
+)
 from retryctl.models._openai_wire import parse_completion, translate_error
 from retryctl.models._retry import RetrySettings, Sleep, call_with_retries
 from retryctl.models._types import Candidate, SamplingParams
@@ -34,7 +50,7 @@ __all__ = ["NMode", "OpenAIBackend"]
 NMode = Literal["auto", "native", "parallel"]
 """``auto`` detects whether the server honours ``n``; ``native`` trusts it; ``parallel`` never sends it."""
 
-_log = structlog.get_logger("retryctl.models")
+_log = get_logger("retryctl.models")
 _SEED_SPACE = 2**31
 _REQUESTS_PER_CLIENT = 8
 """Requests in flight on one HTTP client before the next takes more (see :class:`_Clients`)."""
@@ -85,7 +101,9 @@ class OpenAIBackend(BackendBase):
     flight on each event loop (see :class:`_Clients`). ``client`` may be given to share an
     ``AsyncOpenAI`` instead; it must then have ``max_retries=0`` so that retries stay with
     :class:`RetrySettings`. ``sleep`` replaces ``asyncio.sleep`` between retries
-    (tests record the waits instead of sleeping).
+    (tests record the waits instead of sleeping). ``capabilities`` is where what the server refuses is
+    remembered, keyed by base URL and model; by default the process-wide
+    :meth:`CapabilityRegistry.shared`, so every backend of one server learns it once.
     """
 
     def __init__(
@@ -100,6 +118,7 @@ class OpenAIBackend(BackendBase):
         client: openai.AsyncOpenAI | None = None,
         sleep: Sleep | None = None,
         extra_body: dict[str, Any] | None = None,
+        capabilities: CapabilityRegistry | None = None,
     ) -> None:
         super().__init__()
         if not model:
@@ -125,12 +144,22 @@ class OpenAIBackend(BackendBase):
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Clients] = (
             weakref.WeakKeyDictionary()
         )
+        registry = capabilities or CapabilityRegistry.shared()
+        self.capabilities: ServerCapabilities = registry.server(self._server_url(), model)
+        """What this server was found to refuse, shared with every backend of the same server."""
         self.honours_n: bool | None = {"auto": None, "native": True, "parallel": False}[n_mode]
         """Whether the server returns n choices for ``n``; learnt on the first k > 1 call in auto mode."""
+        if n_mode == "auto" and "n" in self.capabilities.refused:
+            self.honours_n = False
 
     @property
     def name(self) -> str:
         return self.model
+
+    def _server_url(self) -> str:
+        if self._shared_client is not None:
+            return str(self._shared_client.base_url)
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "(the openai default)"
 
     def _new_client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
@@ -149,35 +178,31 @@ class OpenAIBackend(BackendBase):
         with clients.lease() as client:
             yield client
 
-    def _payload(self, messages: list[Message], params: SamplingParams, n: int, seed: int) -> dict[str, Any]:
+    def _payload(
+        self, messages: list[Message], params: SamplingParams, n: int, seed: int, plan: Plan
+    ) -> dict[str, Any]:
+        knobs: dict[str, Any] = {"seed": seed, "n": n if n > 1 else None, "top_p": params.top_p}
+        if params.logprobs:
+            knobs["logprobs"] = True
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": plan.messages(messages, params),
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
-            "seed": seed,
         }
-        if n > 1:
-            payload["n"] = n
-        if params.logprobs:
-            payload["logprobs"] = True
-            if params.top_logprobs:
-                payload["top_logprobs"] = params.top_logprobs
-        if params.top_p is not None:
-            payload["top_p"] = params.top_p
+        payload.update({k: v for k, v in knobs.items() if v is not None and k not in plan.refused})
+        if "logprobs" in payload and params.top_logprobs:
+            payload["top_logprobs"] = params.top_logprobs
         if params.stop:
             payload["stop"] = list(params.stop)
-        if params.tools:
-            payload["tools"] = [t.to_openai() for t in params.tools]
-        if params.response_format is not None:
-            payload["response_format"] = dict(params.response_format)
+        payload.update(plan.structure(params))
         # Not in OpenAI's API; llama.cpp, vLLM and SGLang read them from the body. Merged last, so they
         # win over the fields above, as the SDK's ``extra_body`` does.
         payload.update(self.extra_body)
-        if params.top_k is not None:
-            payload["top_k"] = params.top_k
-        if params.min_p is not None:
-            payload["min_p"] = params.min_p
+        for name in ("top_k", "min_p"):
+            value = getattr(params, name)
+            if value is not None and name not in plan.refused:
+                payload[name] = value
         return payload
 
     async def _once(self, payload: dict[str, Any], seed: int) -> list[Candidate]:
@@ -194,7 +219,7 @@ class OpenAIBackend(BackendBase):
                     )
             body = raw.text
         except openai.OpenAIError as exc:
-            raise translate_error(exc, backend=self.name) from exc
+            raise translate_error(exc, backend=self.name, sent=sent_names(payload)) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
         return parse_completion(
             body,
@@ -207,25 +232,56 @@ class OpenAIBackend(BackendBase):
 
     async def _request(
         self, messages: list[Message], params: SamplingParams, n: int, seed: int
-    ) -> list[Candidate]:
-        payload = self._payload(messages, params, n, seed)
-        return await call_with_retries(
-            lambda: self._once(payload, seed), self.retry, sleep=self._sleep, label=self.name
-        )
+    ) -> list[_Read]:
+        """One request, sent again at once without whatever the server refuses, until it is served."""
+        while True:
+            plan = plan_for(params, self.capabilities.refused)
+            payload = self._payload(messages, params, n, seed, plan)
+            try:
+                got = await call_with_retries(
+                    functools.partial(self._once, payload, seed),
+                    self.retry,
+                    sleep=self._sleep,
+                    label=self.name,
+                )
+            except UnsupportedParameter as exc:
+                if not self._learn(exc, payload, plan):
+                    raise
+                continue
+            dropped = _dropped_note(params, n, plan)
+            reads = [plan.read(c, params, i) for i, c in enumerate(got)]
+            return [(_with_note(c, dropped) if dropped else c, p) for c, p in reads]
+
+    def _learn(self, exc: UnsupportedParameter, payload: dict[str, Any], plan: Plan) -> bool:
+        """Remember what the server refused; ``False`` when the request cannot go on without it."""
+        feature = feature_of(exc.parameter, payload, plan)
+        if feature is None or feature in plan.refused:
+            return False
+        if self.capabilities.refuse(feature):
+            _log.warning(
+                "backend.capability_refused",
+                backend=self.name,
+                server=self.capabilities.base_url,
+                feature=feature,
+                status=exc.status_code,
+            )
+        if feature == "n" and self.n_mode == "auto":
+            self.honours_n = False
+        return True
 
     async def _parallel(
         self, messages: list[Message], params: SamplingParams, seeds: list[int]
-    ) -> list[Candidate]:
+    ) -> list[_Read]:
         results = await asyncio.gather(
             *(self._request(messages, params, 1, s) for s in seeds), return_exceptions=True
         )
-        candidates: list[Candidate] = []
+        reads: list[_Read] = []
         for result in results:
             # The first failure is raised only after every request ended: none is left running.
             if isinstance(result, BaseException):
                 raise result
-            candidates.extend(result[:1])
-        return candidates
+            reads.extend(result[:1])
+        return reads
 
     async def sample(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
@@ -237,23 +293,41 @@ class OpenAIBackend(BackendBase):
         base = params.seed if params.seed is not None else random.randrange(_SEED_SPACE)
         seeds = [(base + i) % _SEED_SPACE for i in range(k)]
         if k == 1 or self.honours_n is False:
-            return await self._parallel(msgs, params, seeds)
+            return usable_or_raise(await self._parallel(msgs, params, seeds), backend=self.name)
         first = await self._request(msgs, params, k, seeds[0])
         if len(first) >= k:
             self.honours_n = True
-            return first[:k]
+            return usable_or_raise(first[:k], backend=self.name)
         if self.n_mode == "auto":
             self.honours_n = False
+        if self.n_mode == "auto" and "n" not in self.capabilities.refused:
             _log.info("backend.n_ignored", backend=self.name, asked=k, got=len(first))
         note = f"server ignored n={k} (returned {len(first)}); sampled separately with its own seed"
         rest = await self._parallel(msgs, params, seeds[len(first) :])
-        return first + [_with_note(c, note) for c in rest]
+        return usable_or_raise(first + [(_with_note(c, note), p) for c, p in rest], backend=self.name)
 
     async def aclose(self) -> None:
         """Close the HTTP clients of the running event loop."""
         clients = self._clients.pop(asyncio.get_running_loop(), None)
         if clients is not None:
             await clients.aclose()
+
+
+_Read = tuple[Candidate, str | None]
+"""A candidate as its mode served it, and the structure problem found in it (fallback modes only)."""
+
+
+def _dropped_note(params: SamplingParams, n: int, plan: Plan) -> str | None:
+    asked = {
+        "logprobs": params.logprobs,
+        "seed": True,
+        "n": n > 1,
+        "top_p": params.top_p is not None,
+        "top_k": params.top_k is not None,
+        "min_p": params.min_p is not None,
+    }
+    dropped = [name for name in DROPPABLE if asked[name] and name in plan.refused]
+    return f"sent without {', '.join(dropped)} (the server refused them)" if dropped else None
 
 
 def _with_note(candidate: Candidate, note: str) -> Candidate:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import openai
@@ -22,7 +22,9 @@ from retryctl.models._errors import (
     MalformedResponse,
     TerminalBackendError,
     TransientBackendError,
+    UnsupportedParameter,
 )
+from retryctl.models._openai_caps import unsupported_parameter
 from retryctl.models._types import Candidate, TokenLogprob, ToolCall, Usage
 
 __all__ = ["parse_completion", "parse_retry_after", "split_usage", "translate_error"]
@@ -104,8 +106,12 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def translate_error(exc: Exception, *, backend: str) -> BackendError:
-    """Map an ``openai`` client error to the backend error class that says what retrying can do."""
+def translate_error(exc: Exception, *, backend: str, sent: Collection[str] = ()) -> BackendError:
+    """Map an ``openai`` client error to the backend error class that says what retrying can do.
+
+    ``sent`` names what the request asked for (see :func:`~retryctl.models._openai_modes.sent_names`):
+    a status error whose body refuses one of them is :class:`UnsupportedParameter`, whatever its status.
+    """
     if isinstance(exc, BackendError):
         return exc
     if isinstance(exc, openai.APITimeoutError):
@@ -117,7 +123,16 @@ def translate_error(exc: Exception, *, backend: str) -> BackendError:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = parse_retry_after(exc.response.headers)
-        message = f"HTTP {status}: {str(exc.message)[:200]}"
+        # One line: a server's message may be a multi-line pydantic report (llama.cpp's server).
+        message = f"HTTP {status}: {' '.join(str(exc.message).split())[:200]}"
+        refused = unsupported_parameter(status, _body_text(exc), sent)
+        if refused is not None:
+            return UnsupportedParameter(
+                f"the server does not support {refused!r}: {message}",
+                backend=backend,
+                parameter=refused,
+                status_code=status,
+            )
         if status in _TRANSIENT_STATUS or status >= 500:
             return TransientBackendError(
                 message, backend=backend, status_code=status, retry_after_s=retry_after
@@ -126,6 +141,13 @@ def translate_error(exc: Exception, *, backend: str) -> BackendError:
     if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
         return MalformedResponse(f"unreadable response: {exc}", backend=backend)
     return TerminalBackendError(f"{type(exc).__name__}: {exc}", backend=backend)
+
+
+def _body_text(exc: openai.APIStatusError) -> str:
+    try:
+        return exc.response.text
+    except Exception:  # a body never read (a stream): the SDK's parse of it is what is left
+        return json.dumps(exc.body) if exc.body is not None else str(exc.message)
 
 
 def split_usage(total: Usage, weights: Sequence[int]) -> list[Usage]:

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from retryctl._log import get_logger
 from retryctl._turn import yielding
 from retryctl.exceptions import ConfigError
 from retryctl.models._errors import BackendError
@@ -25,7 +25,7 @@ __all__ = ["RetrySettings", "call_with_retries"]
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
-_log = structlog.get_logger("retryctl.models")
+_log = get_logger("retryctl.models")
 
 
 @dataclass(frozen=True, kw_only=True)

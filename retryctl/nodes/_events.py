@@ -3,10 +3,17 @@
 A UI or CLI sees each verdict as it happens with ``graph.stream(..., stream_mode="custom")``: every event
 is a plain dict whose ``type`` is :data:`VERDICT_EVENT` (or :data:`REPLY_EVENT` when a person answered an
 ``ask_user`` interrupt).
+
+Every record names its run (:func:`run_id_from_config`), the id ``retryctl audit --why`` follows. It is
+LangGraph's run id when there is one, else the thread, else an id drawn for the invocation; never a
+constant, which would merge unrelated runs into one story.
 """
 
 from __future__ import annotations
 
+import threading
+import uuid
+from collections import OrderedDict
 from typing import Any
 
 from langgraph.config import get_config, get_stream_writer
@@ -21,14 +28,59 @@ VERDICT_EVENT = "retryctl.verdict"
 REPLY_EVENT = "retryctl.user_reply"
 """``type`` of the custom-stream event carrying a person's answer to ``ask_user``."""
 
+_RUNTIME_KEY = "__pregel_runtime"
+"""Where LangGraph keeps a node's ``Runtime`` in ``configurable`` (what ``get_runtime()`` reads)."""
+_INVOCATIONS: OrderedDict[int, tuple[object, str]] = OrderedDict()
+_INVOCATIONS_KEPT = 1024
+_INVOCATIONS_LOCK = threading.Lock()
+
 
 def run_id_from_config() -> str:
-    """The run's id: ``configurable.run_id`` if set, else the thread id, else ``"run"``."""
+    """The run's id, the first of:
+
+    1. ``configurable["run_id"]``: LangGraph Server sets it for each run, and ``retryctl demo`` and
+       ``retryctl batch`` set it for theirs;
+    2. the ``run_id`` given in the RunnableConfig of ``invoke``/``stream`` (``graph.invoke(x,
+       {"run_id": ...})``), which LangGraph passes to the nodes of the invoked graph as
+       ``get_runtime().execution_info.run_id`` (not to a subgraph's nodes: there the thread decides);
+    3. ``configurable["thread_id"]``;
+    4. an id drawn once per invocation (one ``invoke``/``stream`` call, subgraphs included).
+    """
     try:
-        configurable = get_config().get("configurable", {})
-    except RuntimeError:  # called outside a runnable (a node invoked on its own)
-        return "run"
-    return str(configurable.get("run_id") or configurable.get("thread_id") or "run")
+        config = get_config()
+    except RuntimeError:  # called outside a runnable (a node's function called on its own)
+        return str(uuid.uuid4())
+    configurable = config.get("configurable") or {}
+    if configurable.get("run_id"):
+        return str(configurable["run_id"])
+    runtime = configurable.get(_RUNTIME_KEY)
+    given = getattr(getattr(runtime, "execution_info", None), "run_id", None)
+    if given:
+        return str(given)
+    if configurable.get("thread_id"):
+        return str(configurable["thread_id"])
+    # LangGraph makes one RunControl per root invoke/stream and hands it to every subgraph. (A caller
+    # who passes one RunControl to several runs makes them one run here; a LangGraph without it
+    # leaves a fresh id per record.)
+    control = getattr(runtime, "control", None)
+    if control is not None:
+        return _invocation_id(control)
+    return str(uuid.uuid4())
+
+
+def _invocation_id(control: object) -> str:
+    # RunControl takes no attributes and no weak references: its id is drawn here, by identity. The
+    # entry holds the object, so its id() cannot be reused by a later run while the entry lives; only
+    # a run still going after the next 1024 have started would draw a second id.
+    with _INVOCATIONS_LOCK:
+        held = _INVOCATIONS.get(id(control))
+        if held is not None and held[0] is control:
+            return held[1]
+        run_id = str(uuid.uuid4())
+        _INVOCATIONS[id(control)] = (control, run_id)
+        while len(_INVOCATIONS) > _INVOCATIONS_KEPT:
+            _INVOCATIONS.popitem(last=False)
+        return run_id
 
 
 def _write(event: dict[str, Any]) -> None:
@@ -42,8 +94,8 @@ def _write(event: dict[str, Any]) -> None:
 class Emitter:
     """Writes each verdict to the decision log (when there is one) and to the custom stream.
 
-    The stream writer and the run id come from LangGraph's context; outside a graph (a tool node
-    invoked on its own) the stream part is skipped and the run id is ``"run"``.
+    The stream writer and the run id (:func:`run_id_from_config`) come from LangGraph's context;
+    outside a graph (a tool node invoked on its own) the stream part is skipped.
     """
 
     def __init__(self, log: DecisionLog | None = None) -> None:
@@ -58,8 +110,10 @@ class Emitter:
         target: str | None,
         candidates_summary: Any,
         latency_ms: float,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Record and stream one verdict; return the streamed event."""
+        """Record and stream one verdict; return the streamed event. ``extra`` goes into the record's
+        ``extra`` and the event (e.g. ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
         run_id = run_id_from_config()
         event: dict[str, Any] = {
             "type": VERDICT_EVENT,
@@ -68,6 +122,7 @@ class Emitter:
             "attempt": attempt,
             "target": target,
             "verdict": verdict.model_dump(mode="json"),
+            **({"extra": extra} if extra else {}),
         }
         if self.log is not None:
             self.log.record_verdict(
@@ -78,6 +133,7 @@ class Emitter:
                 candidates_summary=candidates_summary,
                 latency_ms=latency_ms,
                 target=target,
+                extra=extra,
             )
         _write(event)
         return event

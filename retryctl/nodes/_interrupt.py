@@ -13,6 +13,11 @@ with an ``error`` field saying what was wrong, and the run waits for a better re
 
 A tool call's payload also names its ``tool_call_id``; ``ControlledToolNode`` puts its calls'
 questions one at a time and matches each reply to the call that asked (see ``_tool_ask``).
+
+The reply is logged like any decision: :func:`reply_verdict` turns it into the verdict that ends the
+attempt (``accept`` for an accepted or given answer, ``stop``, or ``retry`` for an extension), written
+to the decision log with ``extra={"decided_by": "user", "reply": ...}``. So a step's last record always
+says how it ended, a person's answer included.
 """
 
 from __future__ import annotations
@@ -22,9 +27,18 @@ from typing import Any, Literal
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from retryctl.controller import LIMIT_NAMES, Verdict
+from retryctl.controller import LIMIT_NAMES, Action, Verdict
 
-__all__ = ["ASK_EVENT", "UserReply", "ask", "ask_payload", "parse_reply", "reply_error"]
+__all__ = [
+    "ASK_EVENT",
+    "UserReply",
+    "ask",
+    "ask_payload",
+    "parse_reply",
+    "reply_error",
+    "reply_extra",
+    "reply_verdict",
+]
 
 ASK_EVENT = "retryctl.ask_user"
 """``type`` of every ``ask_user`` interrupt payload."""
@@ -126,3 +140,40 @@ def ask(payload: dict[str, Any]) -> UserReply:
             return parse_reply(raw)
         except ValidationError as exc:
             current = {**payload, "error": reply_error(raw, exc)}
+
+
+def reply_verdict(reply: UserReply, asked: Verdict) -> Verdict:
+    """The verdict a person's ``reply`` to the ``ask_user`` verdict ``asked`` amounts to, for the log.
+
+    ``accept`` keeps the best candidate (its answer and confidence); ``answer`` accepts the person's
+    answer, with no confidence (nothing was measured); ``extend`` is a ``retry`` with the larger
+    budget; ``stop`` ends the step. The evidence is the one the person decided on.
+    """
+    if reply.action == "accept":
+        return asked.model_copy(
+            update={"action": Action.ACCEPT, "reason": f"accepted by the user ({asked.reason})"}
+        )
+    if reply.action == "answer":
+        return Verdict(
+            action=Action.ACCEPT,
+            reason="answered by the user",
+            answer=reply.answer,
+            evidence=asked.evidence,
+        )
+    if reply.action == "extend":
+        added = ", ".join(f"{name} +{amount:g}" for name, amount in reply.budget.items())
+        return Verdict(
+            action=Action.RETRY,
+            reason=f"the user extended the budget ({added}); trying again",
+            confidence=asked.confidence,
+            answer=asked.answer,
+            evidence=asked.evidence,
+        )
+    return asked.model_copy(
+        update={"action": Action.STOP, "reason": f"the user chose to stop ({asked.reason})"}
+    )
+
+
+def reply_extra(reply: UserReply) -> dict[str, Any]:
+    """The ``extra`` of the verdict record that logs ``reply``."""
+    return {"decided_by": "user", "reply": reply.model_dump(mode="json")}

@@ -47,7 +47,7 @@ class VerdictRecord(TypedDict):
     """One verdict of the step with where it happened: the verdict dump plus attempt and target."""
 
     attempt: int
-    """1-based attempt number within the step."""
+    """1-based attempt number within the step (a round ending in one verdict, see ``StepResult.attempts``)."""
     target: str | None
     """The model or tool that acted in that attempt."""
     verdict: dict[str, Any]
@@ -68,12 +68,17 @@ class StepResult(TypedDict):
     """The fused confidence of the last verdict."""
     reason: str
     """Why the step ended, as the last verdict (or the user) said."""
+    served_by: str | None
+    """Who produced ``answer``: the member of the equivalence group (the model's name) whose candidate
+    it is, ``"user"`` when a person gave it, ``None`` when no candidate was drawn."""
     usage: dict[str, float]
-    """What the step used, by budget limit name."""
+    """What the step used, by budget limit name. ``usage["attempts"]`` counts *calls* (backend
+    requests), which an attempt may make several of: see :attr:`attempts`."""
     limits: dict[str, float | None]
     """The step's budget limits with any extension the user granted, by name; ``None`` where off."""
     attempts: int
-    """Attempts made."""
+    """Attempts made: rounds of act, assess and decide, each ending in one verdict (the ``attempt`` of
+    the verdict records). Not the budget's ``attempts``, which counts calls (``usage["attempts"]``)."""
 
 
 class ControlState(TypedDict, total=False):

@@ -42,7 +42,7 @@ from retryctl.controller import (
     verify,
 )
 from retryctl.controller._clock import monotonic
-from retryctl.exceptions import BreakerOpen, ConfigError
+from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
 from retryctl.nodes._backoff import WaitRetryAfter
@@ -105,8 +105,10 @@ class _Attempt:
     backend: ModelBackend
     prompt: list[Message]
     ledger: StepLedger
-    refused: BreakerOpen | None
+    refused: BreakerOpen | BreakerStoreError | None
     started: float
+    notes: list[str]
+    """Facts about the breaker's store failing, for the verdict's evidence."""
 
 
 class ControlledStep(StepRoutes):
@@ -255,12 +257,12 @@ class ControlledStep(StepRoutes):
         control: ControlState = {**state.get("control", {})}
         target = control.get("target") or self.names[0]
         prompt = self._prompt(state, control)  # before the breaker: misuse must not take a probe slot
-        refused = None
-        if self.breaker is not None and not self.breaker.allow(target):
-            rec = self.breaker.record(target)
-            refused = BreakerOpen(
-                key=target, retry_at=self.breaker.retry_at(target) or 0.0, failures=rec.failures
-            )
+        refused, notes = None, []
+        if self.breaker is not None:
+            # admit, not allow: a breaker store that is down is decided on (fail open or closed), not raised.
+            admission = self.breaker.admit(target)
+            refused = admission.refused
+            notes = [str(admission.fault)] if admission.fault is not None else []
         return _Attempt(
             control=control,
             attempt=control.get("attempt", 0) + 1,
@@ -272,6 +274,7 @@ class ControlledStep(StepRoutes):
             ),
             refused=refused,
             started=self.clock(),
+            notes=notes,
         )
 
     def _sampling(self, att: _Attempt) -> Any:
@@ -289,11 +292,19 @@ class ControlledStep(StepRoutes):
         )
 
     def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:
-        if self.breaker is not None and att.refused is None:
-            if out.error is not None and out.error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL):
-                self.breaker.record_failure(att.target)
-            elif out.candidates:
-                self.breaker.record_success(att.target)
+        notes = [*att.notes, *out.notes]
+        breakers: dict[str, str] = {}
+        if self.breaker is not None:
+            fault = None
+            if att.refused is None:
+                failed = out.error is not None and out.error.error_class in (
+                    ErrorClass.TRANSIENT,
+                    ErrorClass.TERMINAL,
+                )
+                if failed or out.candidates:
+                    fault = self.breaker.report(att.target, failed=failed)
+            breakers, unknown = self.breaker.snapshot()
+            notes += [str(f) for f in (fault, unknown) if f is not None]
         used = att.ledger.snapshot().used
         control: ControlState = {
             **att.control,
@@ -302,10 +313,10 @@ class ControlledStep(StepRoutes):
             "error": classification_to(out.error),
             "exhausted": exhaustion_to(out.exhausted),
             "stop": stop_to(out.stop),
-            "notes": out.notes,
+            "notes": notes,
             "latency_ms": (self.clock() - att.started) * 1000.0,
             "elapsed_s": used["wall_s"],
-            "breakers": self.breaker.states() if self.breaker is not None else {},
+            "breakers": breakers,
         }
         return Command(
             update={"candidates": out.candidates, "usage": used, "control": control}, goto="assess"

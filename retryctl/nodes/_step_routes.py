@@ -19,8 +19,8 @@ from retryctl.controller import Budget, Clock, Ledger, Verdict
 from retryctl.models._messages import normalise_messages
 from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
 from retryctl.nodes._events import Emitter
-from retryctl.nodes._interrupt import ask, ask_payload
-from retryctl.nodes._state import ControlState, StepResult, StepState
+from retryctl.nodes._interrupt import ask, ask_payload, reply_extra, reply_verdict
+from retryctl.nodes._state import ControlState, StepResult, StepState, VerdictRecord
 
 __all__ = ["StepRoutes"]
 
@@ -56,6 +56,7 @@ class StepRoutes:
             text=best.get("text"),
             confidence=verdict.get("confidence"),
             reason=str(verdict.get("reason", "")),
+            served_by=_served_by(state, best),
             usage=dict(state.get("usage", {})),
             limits=self.limits(dict(control.get("extra_budget", {}))),
             attempts=control.get("attempt", 0),
@@ -137,7 +138,8 @@ class StepRoutes:
     def _ask_user(self, state: StepState) -> Command[str]:
         control: ControlState = {**state["control"]}
         if not self.interactive:
-            # Nobody can answer (a batch job, CI): end the step instead of pausing it forever.
+            # Nobody can answer (a batch job, CI): end the step instead of pausing it forever. The
+            # ask_user verdict, already logged, is how it ended.
             reason = str((control.get("last_verdict") or {}).get("reason", ""))
             result = self._result(state, control, status="needs_user", reason=reason)
             return Command(update={"result": result}, goto=END)
@@ -146,12 +148,33 @@ class StepRoutes:
         question = next((str(m["content"]) for m in reversed(messages) if m["role"] == "user"), "")
         reply = ask(ask_payload(verdict, step_id=self.step_id, question=question, best=control.get("best")))
         self.emitter.reply(step_id=self.step_id, reply=reply.model_dump(mode="json"))
+        # The reply ends the attempt as a verdict would, and is logged as one: the step's last record
+        # says how it ended (accepted, answered, stopped), or that it goes on with a larger budget.
+        decided = reply_verdict(reply, verdict)
+        target = "user" if reply.action == "answer" else control.get("target")
+        attempt = control.get("attempt", 1)
+        self.emitter.verdict(
+            decided,
+            step_id=self.step_id,
+            attempt=attempt,
+            target=target,
+            candidates_summary=None,  # a person, not a draw: the reply is in ``extra``
+            latency_ms=control.get("latency_ms", 0.0),
+            extra=reply_extra(reply),
+        )
+        dumped = decided.model_dump(mode="json")
+        control["last_verdict"] = dumped
+        history = [VerdictRecord(attempt=attempt, target=target, verdict=dumped)]
         if reply.action == "accept":
-            result = self._result(
-                state, control, status="accepted", reason=f"accepted by the user ({verdict.reason})"
-            )
+            result = self._result(state, control, status="accepted")
             return Command(
-                update={"result": result, "messages": [AIMessage(content=result["text"] or "")]}, goto=END
+                update={
+                    "result": result,
+                    "messages": [AIMessage(content=result["text"] or "")],
+                    "verdicts": history,
+                    "control": control,
+                },
+                goto=END,
             )
         if reply.action == "answer":
             result = self._result(
@@ -160,11 +183,16 @@ class StepRoutes:
                 status="answered_by_user",
                 answer=reply.answer,
                 text=reply.answer,
-                confidence=None,
-                reason="answered by the user",
+                served_by="user",
             )
             return Command(
-                update={"result": result, "messages": [AIMessage(content=reply.answer or "")]}, goto=END
+                update={
+                    "result": result,
+                    "messages": [AIMessage(content=reply.answer or "")],
+                    "verdicts": history,
+                    "control": control,
+                },
+                goto=END,
             )
         if reply.action == "extend":
             extra = dict(control.get("extra_budget", {}))
@@ -172,6 +200,17 @@ class StepRoutes:
                 extra[name] = extra.get(name, 0.0) + amount
             control["extra_budget"] = extra
             control["retries"] = 0
-            return Command(update={"control": control}, goto="act")
-        control["stop_reason"] = f"the user chose to stop ({verdict.reason})"
-        return Command(update={"control": control}, goto="stop")
+            return Command(update={"control": control, "verdicts": history}, goto="act")
+        control["stop_reason"] = decided.reason
+        return Command(update={"control": control, "verdicts": history}, goto="stop")
+
+
+def _served_by(state: StepState, best: dict[str, Any]) -> str | None:
+    """The member (model of the group) that drew ``best``: the target of the attempt it came from."""
+    if not best:
+        return None
+    for record in state.get("verdicts") or []:
+        if record["attempt"] == best.get("attempt") and record["target"] not in (None, "user"):
+            return record["target"]
+    model = best.get("model")
+    return None if model is None else str(model)

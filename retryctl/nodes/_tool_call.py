@@ -37,8 +37,9 @@ from retryctl.controller import (
     classify,
     decide,
 )
+from retryctl.controller._breaker import StoreFault
 from retryctl.controller._clock import monotonic
-from retryctl.exceptions import BreakerOpen
+from retryctl.exceptions import BreakerOpen, BreakerStoreError
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import ToolJournal
 from retryctl.nodes._tool_ask import call_key
@@ -163,11 +164,13 @@ class ToolCallController(ToolOutcomes):
         schema = tool.tool_call_schema
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             schema.model_validate(args)  # first: a malformed call costs nothing and takes no probe slot
-        if self.breaker is not None and not self.breaker.allow(st.target):
-            rec = self.breaker.record(st.target)
-            raise BreakerOpen(
-                key=st.target, retry_at=self.breaker.retry_at(st.target) or 0.0, failures=rec.failures
-            )
+        if self.breaker is not None:
+            # admit, not allow: a breaker store that is down is decided on (fail open or closed), not raised.
+            admission = self.breaker.admit(st.target)
+            if admission.fault is not None:
+                st.notes.append(str(admission.fault))
+            if admission.refused is not None:
+                raise admission.refused
         reservation = None
         if self.ledger is not None:
             held = self.ledger.try_reserve(_ONE_ATTEMPT)
@@ -188,7 +191,7 @@ class ToolCallController(ToolOutcomes):
             assert isinstance(result, ToolMessage)
             raise _ToolReportedError(_content_text(result))
         if self.breaker is not None:
-            self.breaker.record_success(st.target)
+            self._note(st, self.breaker.report(st.target, failed=False))
         st.command = result if isinstance(result, Command) else None
         if isinstance(result, ToolMessage):
             st.content = _content_text(result)
@@ -207,6 +210,11 @@ class ToolCallController(ToolOutcomes):
         validators: Sequence[ValidatorResult] = (),
     ) -> Verdict:
         snapshot = self.ledger.snapshot() if self.ledger is not None else None
+        breakers: dict[str, str] = {}
+        if self.breaker is not None:
+            breakers, unknown = self.breaker.snapshot()
+            self._note(st, unknown)
+        notes, st.notes = st.notes, []
         obs = Observation(
             target=st.target,
             alternatives=_after(st.group, st.target, st.tried),
@@ -219,7 +227,8 @@ class ToolCallController(ToolOutcomes):
             budget_used=snapshot.used if snapshot else {},
             budget_limit=snapshot.limit if snapshot else {},
             exhausted=exhausted,
-            breakers=self.breaker.states() if self.breaker is not None else {},
+            breakers=breakers,
+            notes=notes,
         )
         verdict = decide(obs, self.policy)
         self.emitter.verdict(
@@ -238,9 +247,15 @@ class ToolCallController(ToolOutcomes):
             return self._decide(st, exhausted=exc.exhaustion)
         error = classify(exc)
         counts = error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL)
-        if self.breaker is not None and counts and not isinstance(exc, BreakerOpen):
-            self.breaker.record_failure(st.target)
+        # A refusal (an open breaker, or a store failing closed) is no failure of the target's own.
+        if self.breaker is not None and counts and not isinstance(exc, BreakerOpen | BreakerStoreError):
+            self._note(st, self.breaker.report(st.target, failed=True))
         return self._decide(st, error=error)
+
+    @staticmethod
+    def _note(st: CallState, fault: StoreFault | None) -> None:
+        if fault is not None:
+            st.notes.append(str(fault))
 
     def should_retry(self, st: CallState, box: list[Verdict]) -> Callable[[RetryCallState], bool]:
         """tenacity's ``retry=`` predicate: retry exactly when decide() says ``retry``."""

@@ -11,7 +11,7 @@ from langgraph.types import Command
 
 from retryctl.controller import Action, Ledger, StepLedger, Usage, Verdict
 from retryctl.nodes._events import Emitter
-from retryctl.nodes._interrupt import ask_payload
+from retryctl.nodes._interrupt import ask_payload, reply_extra, reply_verdict
 from retryctl.nodes._journal import ToolJournal
 from retryctl.nodes._tool_ask import reply_to, waiting
 from retryctl.nodes._tool_state import CallState
@@ -85,14 +85,21 @@ class ToolOutcomes:
         if reply is None:
             return waiting(st.call)  # the node puts the question, then runs the call again
         self.emitter.reply(step_id=st.step_id, reply=reply.model_dump(mode="json"))
+        # Logged as the verdict that ends the attempt, so the call's last record says how it ended.
+        decided = reply_verdict(reply, verdict)
+        self.emitter.verdict(
+            decided,
+            step_id=st.step_id,
+            attempt=st.attempt,
+            target="user" if reply.action == "answer" else st.target,
+            candidates_summary={"tool": st.target, "args": st.call.get("args")},
+            latency_ms=0.0,
+            extra=reply_extra(reply),
+        )
         if reply.action == "accept":
-            why = f"accepted by the user ({verdict.reason})"
-            return self._final(
-                st, verdict, st.content or "", "success", how="accepted by the user", reason=why
-            )
+            return self._final(st, decided, st.content or "", "success", how="accepted by the user")
         if reply.action == "answer":
-            why = "answered by the user"
-            return self._final(st, verdict, reply.answer or "", "success", how=why, reason=why)
+            return self._final(st, decided, reply.answer or "", "success", how=decided.reason)
         if reply.action == "extend":
             # The reply raises the ledger's limits: the calls it allows are reserved and committed
             # like any other, so the totals (and every later verdict's evidence) include them.
@@ -100,7 +107,7 @@ class ToolOutcomes:
                 self.ledger.extend(_extension(reply.budget))
             st.retries = 0
             return None
-        return self._stop(st, verdict, f"the user chose to stop ({verdict.reason})")
+        return self._stop(st, decided, decided.reason)
 
     def _stop(self, st: CallState, verdict: Verdict, reason: str) -> ToolMessage | Command[Any]:
         text = (
@@ -128,7 +135,7 @@ class ToolOutcomes:
             "action": verdict.action.value,
             "reason": reason or verdict.reason,
             "confidence": verdict.confidence,
-            "served_by": st.target,
+            "served_by": "user" if how == "answered by the user" else st.target,
             "attempts": st.attempt,
             "status": statuses.get(how or "", "accepted" if verdict.action is Action.ACCEPT else "refine"),
             "verdict": verdict.model_dump(mode="json"),
@@ -155,6 +162,7 @@ class ToolOutcomes:
             "text": record["content"],
             "confidence": info["confidence"],
             "reason": info["reason"],
+            "served_by": info["served_by"],
             "usage": dict(self.ledger.snapshot().used) if self.ledger is not None else {},
             "attempts": info["attempts"],
         }

@@ -55,6 +55,8 @@ class CallState:
     """The latest result when the tool returned a ``Command`` instead of a message."""
     started: float | None = None
     """When the current attempt started, on the node's clock."""
+    notes: list[str] = field(default_factory=list)
+    """Facts for the next verdict's evidence (the breaker's store failing); emptied by each verdict."""
 
     @property
     def step_id(self) -> str:

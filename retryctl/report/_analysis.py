@@ -138,6 +138,8 @@ class Analysis:
     """Records decoded."""
     undecodable_lines: list[str] = field(default_factory=list)
     """``path:line`` of lines that were not JSON objects (also a chain failure)."""
+    invalid_records: list[str] = field(default_factory=list)
+    """``path:line: field ...: problem`` of records skipped for a field of the wrong type."""
     verdict_records: int = 0
     """Verdict records."""
     summary_records: int = 0
@@ -196,8 +198,10 @@ def analyse_plain(paths: Iterable[str | os.PathLike[str]]) -> Analysis:
         name = os.fspath(path)
         result.paths.append(name)
         skipped: list[int] = []
-        analyse_records(iter_raw_records(name, skipped), into=result)
+        invalid: list[tuple[int, str]] = []
+        analyse_records(iter_raw_records(name, skipped, invalid), into=result)
         result.undecodable_lines.extend(f"{name}:{n}" for n in skipped)
+        result.invalid_records.extend(f"{name}:{n}: {problem}" for n, problem in invalid)
     return result
 
 

@@ -209,7 +209,8 @@ def _sections(summary: dict[str, Any]) -> str:
             "stop_reasons",
             "Stop reasons",
             _table(
-                ["steps", "reason (example)"], [[r["steps"], r["reason"]] for r in summary["stop_reasons"]]
+                ["steps", "budget", "reason (example)"],
+                [[r["steps"], r.get("budget") or "—", r["reason"]] for r in summary["stop_reasons"]],
             ),
         )
     )

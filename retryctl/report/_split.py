@@ -45,6 +45,7 @@ from retryctl.audit._reader import _scan, _settled_size
 from retryctl.exceptions import LogIntegrityError
 from retryctl.report._analysis import Analysis, StepOutcome, no_cyclic_gc
 from retryctl.report._fold import Pending, fold_records
+from retryctl.report._load import record_problem
 from retryctl.report._structs import LeanRecord, Record, decode_fallback, decoder, lean_decoder
 from retryctl.report._summary import sections
 from retryctl.report._totals import StepTotals
@@ -95,6 +96,8 @@ class _Part:
     """Lines read."""
     skipped: list[int] = field(default_factory=list)
     """Line numbers (1-based, within the part) that did not decode to a JSON object."""
+    invalid: list[tuple[int, str]] = field(default_factory=list)
+    """``(line, problem)`` of records skipped for a field of the wrong type (``record_problem``)."""
     verified: int = 0
     """Records whose links were checked before the first problem (or before the check stopped)."""
     head: str | None = None
@@ -160,7 +163,11 @@ def _scan_part(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 if line.strip():
                     skipped_append(number)
             else:
-                batch_append(obj)
+                problem = record_problem(obj)
+                if problem is None:
+                    batch_append(obj)
+                else:
+                    part.invalid.append((number, problem))
         else:
             batch_append(rec)
         if len(batch) >= _BATCH:
@@ -363,7 +370,13 @@ def fold_span(
     pending = Pending()
     part = _scan_part(path, start, end, first=False, out=out, pending=pending, verify=False, full=full)
     pending.apply(out)
+    _note_skipped(out, path, line_offset, part)
+
+
+def _note_skipped(out: Analysis, path: str, line_offset: int, part: _Part) -> None:
+    """Add the lines ``part`` skipped to ``out``, numbered in the whole file."""
     out.undecodable_lines.extend(f"{path}:{line_offset + n}" for n in part.skipped)
+    out.invalid_records.extend(f"{path}:{line_offset + n}: {problem}" for n, problem in part.invalid)
 
 
 def _report(path: str, problem: str | None, records: int, runs: set[str], head: str) -> VerifyReport:
@@ -397,7 +410,7 @@ def _here(
     pending = Pending()
     part = _scan_part(path, start, end, first=first, out=out, pending=pending, full=full)
     pending.apply(out)
-    out.undecodable_lines.extend(f"{path}:{line_offset + n}" for n in part.skipped)
+    _note_skipped(out, path, line_offset, part)
     return part
 
 
@@ -459,7 +472,7 @@ def _two_parts(path: str, mid: int, end: int, out: Analysis) -> VerifyReport:
         fold_span(path, mid, end, out, line_offset=part1.lines)
     else:
         _merge(out, second, pending2)
-        out.undecodable_lines.extend(f"{path}:{part1.lines + n}" for n in part2.skipped)
+        _note_skipped(out, path, part1.lines, part2)
     return report
 
 
@@ -484,7 +497,7 @@ def _two_parts_summary(
         fold_span(path, mid, end, out, line_offset=part1.lines, full=False)
         return report, sections(out, StepTotals.of(out.steps.values()))
     _merge(out, second, pending2)
-    out.undecodable_lines.extend(f"{path}:{part1.lines + n}" for n in part2.skipped)
+    _note_skipped(out, path, part1.lines, part2)
     totals.extend(later)
     return report, sections(out, totals)
 

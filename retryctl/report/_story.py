@@ -6,17 +6,28 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from retryctl.report._load import iter_raw_records
+from retryctl.report._load import iter_numbered_records, record_problem
 
 __all__ = ["run_story", "story_lines"]
 
 
-def run_story(paths: Iterable[str | os.PathLike[str]], run_id: str) -> list[dict[str, Any]]:
-    """Every record of ``run_id`` in ``paths``, in file order, reduced to what a story needs."""
+def run_story(
+    paths: Iterable[str | os.PathLike[str]], run_id: str, *, invalid: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every record of ``run_id`` in ``paths``, in file order, reduced to what a story needs.
+
+    A story reads more fields than the audit's typed decoder checks, so each record of the run is
+    validated in full; one that fails is left out, and ``path:line: problem`` goes to ``invalid``.
+    """
     events: list[dict[str, Any]] = []
     for path in paths:
-        for rec in iter_raw_records(path):
+        problems: list[tuple[int, str]] = []
+        for number, rec in iter_numbered_records(path, check=False):
             if rec.get("run_id") != run_id:
+                continue
+            problem = record_problem(rec)
+            if problem is not None:
+                problems.append((number, problem))
                 continue
             if rec.get("kind") == "verdict":
                 budget = rec.get("budget") or {}
@@ -55,6 +66,8 @@ def run_story(paths: Iterable[str | os.PathLike[str]], run_id: str) -> list[dict
                         "gold": (rec.get("extra") or {}).get("gold"),
                     }
                 )
+        if invalid is not None:
+            invalid.extend(f"{os.fspath(path)}:{n}: {p}" for n, p in problems)
     return events
 
 

@@ -5,8 +5,11 @@ uses and skipping the rest without building them (about 1 µs a line against 2.7
 ``orjson`` decode into dicts). The types are chosen so that whatever they accept folds exactly as the
 plain dict does (:mod:`retryctl.report._analysis`): a field is typed only as tightly as the fold reads
 it, ``Any`` where the fold takes any value, and :data:`UNSET` marks a key that is absent where absence
-and ``null`` differ. A line they do not accept (a value of an unexpected type, or not JSON at all) is
-decoded by ``orjson`` instead and folded as a dict, so the two paths agree line by line.
+and ``null`` differ; a field the record schema types (``attempt``, ``answer``, ``target``...) is typed
+here as the schema types it, so that a line of the wrong types is never folded unchecked. A line they
+do not accept (a value of an unexpected type, or not JSON at all) is decoded by ``orjson`` instead and,
+once the record models accept it (:func:`retryctl.report._load.record_problem`), folded as a dict, so
+the two paths agree line by line.
 
 Known difference, on lines no JSON encoder writes: a number too large for a double in a field the
 audit does not read is skipped here, while ``orjson`` rejects the whole line.
@@ -14,7 +17,7 @@ audit does not read is skipped here, while ``orjson`` rejects the whole line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import orjson
@@ -38,6 +41,9 @@ __all__ = [
 UNSET: Any = msgspec.UNSET
 """The value of a field whose key the line does not have."""
 
+Action = Literal["accept", "refine", "retry", "switch", "ask_user", "stop"]
+"""A verdict's action, as the record schema has it (``retryctl.controller.Action``)."""
+
 
 class Used(msgspec.Struct, gc=False):
     """``budget.used`` of a verdict, ``budget_used`` of a summary."""
@@ -49,7 +55,7 @@ class Used(msgspec.Struct, gc=False):
 class Thresholds(msgspec.Struct, gc=False):
     """A verdict's ``thresholds``: only ``accept`` is read."""
 
-    accept: Any = UNSET
+    accept: int | float = UNSET
 
 
 class Candidates(msgspec.Struct, gc=False):
@@ -96,19 +102,19 @@ class LeanRecord(msgspec.Struct, gc=False):
     run_id: str = ""
     step_id: str = ""
     # verdicts
-    action: str = "?"
+    action: Action = "?"  # type: ignore[assignment]  # a summary has none; the fold counts "?"
     confidence: int | float | None = None
     reason: str = ""
-    attempt: int | float = 0
-    answer: Any = None
+    attempt: int = 0
+    answer: str | None = None
     thresholds: Thresholds | None = None
     budget: LeanBudget | None = None
-    target: Any = None
-    error_class: Any = None
+    target: str | None = None
+    error_class: str | None = None
     extra: LeanExtra | None = None
     candidates_summary: Candidates | None = None
     # summaries
-    final_answer: Any = None
+    final_answer: str | None = None
     budget_used: Used | None = None
     # the chain (verification reads these; any type is accepted so that analysis never falls back on them)
     prev_hash: Any = None

@@ -16,7 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from retryctl.report._analysis import Analysis, no_cyclic_gc
-from retryctl.report._totals import TOP, Hole, StepTotals, reason_shape, running_total
+from retryctl.report._totals import TOP, Hole, StepTotals, budget_of, reason_shape, running_total
 
 __all__ = ["reason_shape", "sections", "summarise"]
 
@@ -36,7 +36,7 @@ def sections(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
         "verdicts": dict(analysis.actions.most_common()),
         "error_classes": dict(analysis.error_classes.most_common()),
         "stop_reasons": [
-            {"reason": totals.shapes[k][1], "shape": k, "steps": n}
+            {"reason": totals.shapes[k][1], "shape": k, "budget": budget_of(k), "steps": n}
             for k, n in Counter({k: row[0] for k, row in totals.shapes.items()}).most_common(TOP)
         ],
         "per_step": _per_step(totals),
@@ -56,6 +56,7 @@ def _overview(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
         "summary_records": analysis.summary_records,
         "repair_records": analysis.repair_records,
         "undecodable_lines": list(analysis.undecodable_lines),
+        "invalid_records": list(analysis.invalid_records),
         "runs": len(analysis.runs),
         "steps": totals.steps,
         "step_outcomes": dict(Counter(totals.outcomes).most_common()),

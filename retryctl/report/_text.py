@@ -46,6 +46,17 @@ def _kv_table(title: str, rows: list[tuple[str, Any]], headers: tuple[str, str])
     return table
 
 
+def _stop_reasons_table(rows: list[dict[str, Any]]) -> Table:
+    """One row per reason shape; a budget stop names its budget, so each budget is a row of its own."""
+    table = Table(title="Stop reasons (steps ending in stop/ask_user)", title_justify="left")
+    table.add_column("budget")
+    table.add_column("reason (example)")
+    table.add_column("steps", justify="right")
+    for r in rows:
+        table.add_row(r.get("budget") or "—", str(r["reason"]), _num(r["steps"]))
+    return table
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """Print every audit section."""
     ov = summary["overview"]
@@ -55,16 +66,12 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     )
     if ov["undecodable_lines"]:
         console.print(f"[red]undecodable lines skipped:[/red] {', '.join(ov['undecodable_lines'][:5])}")
+    for bad in ov.get("invalid_records", [])[:5]:
+        console.print(Text.assemble(("invalid record skipped: ", "red"), bad), soft_wrap=True)
     console.print(_kv_table("Step outcomes", list(ov["step_outcomes"].items()), ("last verdict", "steps")))
     console.print(_kv_table("Verdicts", list(summary["verdicts"].items()), ("action", "count")))
     if summary["stop_reasons"]:
-        console.print(
-            _kv_table(
-                "Stop reasons (steps ending in stop/ask_user)",
-                [(r["reason"], r["steps"]) for r in summary["stop_reasons"]],
-                ("reason (example)", "steps"),
-            )
-        )
+        console.print(_stop_reasons_table(summary["stop_reasons"]))
     per_step = Table(title="Samples and attempts per step", title_justify="left")
     for col in ("step", "runs", "accepted", "avg samples", "max samples", "avg attempts", "usd"):
         per_step.add_column(col, justify="left" if col == "step" else "right")

@@ -30,10 +30,20 @@ import msgspec
 
 from retryctl.report._analysis import StepOutcome, answers_match
 
-__all__ = ["HINT_WIDTH", "TOP", "Hole", "StepTotals", "reason_shape", "running_total"]
+__all__ = ["HINT_WIDTH", "TOP", "Hole", "StepTotals", "budget_of", "reason_shape", "running_total"]
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_QUOTED = re.compile(r"'[^']*'")
+# Step, tool and model names are blanked; a budget's name is kept: "step '…' budget 'usd' is spent
+# (# of #)" and "step '…' budget 'samples' ..." are different reasons, each a row of its own. One
+# pass over both kinds, so that a budget name's closing quote never opens a blanked name.
+_QUOTED = re.compile(r"(\bbudget '[^']*')|'[^']*'")
+_BUDGET = re.compile(r"\bbudget '([^']*)'")
+
+
+def _blank(found: re.Match[str]) -> str:
+    return found.group(1) or "'…'"
+
+
 TOP = 10
 """Rows kept in the top lists (stop reasons, black holes)."""
 HINT_WIDTH = 0.05
@@ -41,8 +51,17 @@ HINT_WIDTH = 0.05
 
 
 def reason_shape(reason: str) -> str:
-    """A stop reason with its numbers and quoted names blanked, so that like reasons count together."""
-    return _NUMBER.sub("#", _QUOTED.sub("'…'", reason))
+    """A stop reason with its numbers and quoted names blanked, so that like reasons count together.
+
+    The name of a budget (``budget 'usd'``) is kept: each budget that stopped steps is a row of its own.
+    """
+    return _NUMBER.sub("#", _QUOTED.sub(_blank, reason))
+
+
+def budget_of(shape: str) -> str | None:
+    """The budget a reason (or its shape) names, ``None`` for a reason that is not about a budget."""
+    found = _BUDGET.search(shape)
+    return None if found is None else found.group(1)
 
 
 def running_total(values: list[Any]) -> Any:

@@ -64,8 +64,27 @@ class TestBuildDemoGraph:
         assert run.actions[-1] == "stop"
         result = run.output["result"]
         assert result["status"] == "stopped"
-        assert "samples" in result["reason"] and "spent" in result["reason"]
-        assert result["usage"]["samples"] <= 4
+        # 3 samples, then one more draw up to the limit: committed use reached it, so "spent".
+        assert result["reason"] == "step 'solve' budget 'samples' is spent (4 of 4)"
+        assert result["usage"]["samples"] == 4
+
+    def test_an_invented_number_is_named_in_the_refine_feedback(self) -> None:
+        # The expressions agree with each other, but 15 is not a number of the question.
+        scripted = model(["10", "15", "13", "2", "9"], "7 * 8 - 15")
+        run = capture_verdicts(build_demo_graph(model=scripted), QUESTION, CONFIG)
+        assert run.actions == ["switch", "refine", "switch", "ask_user"]
+        assert [v["target"] for v in run.verdicts] == ["small", "calculator", "calculator", "python"]
+        finding = "numbers_from_question: the expression '7 * 8 - 15' uses 15, which is not in the question"
+        refine = run.verdicts[1]["verdict"]
+        assert refine["reason"] == f"failed check(s) {finding}"
+        assert (
+            refine["feedback"] == f"The answer failed these checks: {finding}. Correct it and answer again."
+        )
+        # The feedback reached the model, and quoting 15 in it did not make 15 the question's number:
+        # the refined attempt failed the same check.
+        assert any(c.messages[-1]["content"] == refine["feedback"] for c in scripted.calls)
+        assert run.verdicts[2]["verdict"]["reason"].startswith(f"failed check(s) {finding} after 1 refines")
+        assert run.output["result"]["status"] == "needs_user"
 
     def test_without_a_person_ask_user_ends_the_run_as_needs_user(self) -> None:
         # Every expression is refused, by the calculator and by python: nothing agrees anywhere.

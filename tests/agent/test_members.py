@@ -6,7 +6,17 @@ import asyncio
 
 import pytest
 
-from retryctl.agent import NO_ANSWER, AnswerBackend, ToolBackend, demo_equivalence, ungrounded_numbers
+from retryctl.agent import (
+    NO_ANSWER,
+    NUMBERS_CHECK,
+    UNIT_CONSTANTS,
+    AnswerBackend,
+    ToolBackend,
+    demo_equivalence,
+    numbers_from_question,
+    ungrounded_numbers,
+)
+from retryctl.controller import Observation, Tally, ValidatorResult, decide
 from retryctl.exceptions import ConfigError
 from retryctl.models import SamplingParams
 from retryctl.testing import ScriptedBackend
@@ -46,6 +56,21 @@ class TestToolBackend:
         assert garbage.answer is None and "not JSON" in garbage.text
         assert demo_equivalence(bad.text) is None
 
+    def test_words_around_the_arithmetic_are_dropped_when_no_grammar_held_the_model(self) -> None:
+        # A server that takes the schema only in the prompt lets the model write words around it.
+        model = ScriptedBackend(
+            [
+                '{"expression": "Mia has 7 * 8 - 5"}',
+                '{"expression": "7 - 5 = 2 boxes"}',
+                '{"expression": "a"}',
+            ],
+            model="m",
+        )
+        prose, equation, words = ToolBackend(model, CalculatorTool()).sample_sync(Q, k=3)
+        assert (prose.text, prose.answer) == ("7 * 8 - 5 = 51", "51")
+        assert (equation.text, equation.answer) == ("7 - 5 = 2", "2")
+        assert words.answer is None and "calculator refused 'a'" in words.text
+
     def test_python_runs_the_expression_in_the_sandbox(self) -> None:
         model = ScriptedBackend(['{"expression": "7 * 8 - 5"}', '{"expression": "1 / 0"}'], model="m")
         ok, failed = asyncio.run(ToolBackend(model, PythonTool()).sample(Q, k=2))
@@ -69,7 +94,11 @@ class TestToolBackend:
         model = ScriptedBackend(['{"expression": "50000"}'], model="m")
         france = [{"role": "user", "content": "What is the capital of France?"}]
         [cand] = ToolBackend(model, CalculatorTool()).sample_sync(france)
-        assert cand.answer is None and "50000" in cand.text and "does not mention" in cand.text
+        assert cand.answer is None
+        assert cand.text == f"{NO_ANSWER}the expression '50000' uses 50000, which is not in the question"
+        assert numbers_from_question(cand.text) == ValidatorResult(
+            NUMBERS_CHECK, False, "the expression '50000' uses 50000, which is not in the question"
+        )
 
 
 class TestUngroundedNumbers:
@@ -81,3 +110,75 @@ class TestUngroundedNumbers:
     def test_only_the_users_messages_count(self) -> None:
         said = [{"role": "assistant", "content": "maybe 99"}, {"role": "user", "content": "7 boxes"}]
         assert ungrounded_numbers("7 * 99", said) == ["99"]
+
+    def test_the_checks_own_finding_in_a_refine_round_does_not_ground_its_number(self) -> None:
+        finding = "the expression '7 * 8 - 15' uses 15, which is not in the question"
+        refined = [
+            *Q,
+            {"role": "assistant", "content": f"{NO_ANSWER}{finding}"},
+            {"role": "user", "content": f"The answer failed these checks: {NUMBERS_CHECK}: {finding}."},
+        ]
+        assert ungrounded_numbers("7 * 8 - 15", refined) == ["15"]
+        # A person who gives the number in their own words does ground it.
+        told = [*refined, {"role": "user", "content": "She also gave away 15 crayons."}]
+        assert ungrounded_numbers("7 * 8 - 15", told) == []
+
+    def test_each_invented_number_is_named_once(self) -> None:
+        assert ungrounded_numbers("15 * 40 + 15", Q) == ["15", "40"]
+
+    def test_the_documented_constants_are_grounded(self) -> None:
+        assert {"1", "2", "7", "10", "12", "24", "60", "100"} <= UNIT_CONSTANTS
+        assert ungrounded_numbers("7 * 24 * 60 / 100 + 12 + 2", Q) == []
+
+
+class TestNumbersFromQuestion:
+    @pytest.mark.parametrize(
+        ("expression", "evidence"),
+        [
+            ("7 * 8 - 15", "the expression '7 * 8 - 15' uses 15, which is not in the question"),
+            ("15 * 40 - 5", "the expression '15 * 40 - 5' uses 15 and 40, which are not in the question"),
+            (
+                "13 + 14 + 15",
+                "the expression '13 + 14 + 15' uses 13, 14 and 15, which are not in the question",
+            ),
+        ],
+    )
+    def test_an_invented_number_fails_the_check_naming_it(self, expression: str, evidence: str) -> None:
+        model = ScriptedBackend([f'{{"expression": "{expression}"}}'], model="m")
+        [cand] = ToolBackend(model, CalculatorTool()).sample_sync(Q)
+        assert numbers_from_question(cand.text) == ValidatorResult(NUMBERS_CHECK, False, evidence)
+
+    def test_a_quoted_expression_is_read_back_too(self) -> None:
+        model = ScriptedBackend(['{"expression": "Mia\'s 15"}'], model="m")
+        [cand] = ToolBackend(model, CalculatorTool()).sample_sync(Q)
+        result = numbers_from_question(cand.text)
+        assert not result.passed and result.evidence.endswith("uses 15, which is not in the question")
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "7 * 8 - 5 = 51",
+            "The answer is 51.",
+            f"{NO_ANSWER}calculator refused '7 *': syntax error at column 3",
+            f"{NO_ANSWER}the reply is not JSON (Expecting value)",
+        ],
+    )
+    def test_anything_else_passes(self, text: str) -> None:
+        assert numbers_from_question(text) == ValidatorResult(NUMBERS_CHECK, True)
+
+    def test_the_refine_feedback_names_the_check_and_the_number(self) -> None:
+        model = ScriptedBackend(['{"expression": "7 * 8 - 15"}'] * 3, model="m")
+        candidates = ToolBackend(model, CalculatorTool()).sample_sync(Q, k=3)
+        verdict = decide(
+            Observation(
+                target="calculator",
+                tally=Tally.of([c.answer for c in candidates]),
+                validators=[numbers_from_question(candidates[0].text)],
+            )
+        )
+        assert verdict.action == "refine"
+        assert verdict.feedback == (
+            "The answer failed these checks: numbers_from_question: the expression '7 * 8 - 15' uses 15, "
+            "which is not in the question. Correct it and answer again."
+        )
+        assert "consistent" not in verdict.feedback

@@ -68,7 +68,7 @@ class TestResultsFile:
         assert path.read_text() == whole + json.dumps({"id": "b", "status": "stopped"}, sort_keys=True) + "\n"
 
     def test_malformed_line_before_the_end_is_an_error(self, tmp_path: Path) -> None:
-        path = _write(tmp_path / "r.jsonl", '{"id": "a"}', "garbage", '{"id": "b"}')
+        path = _write(tmp_path / "r.jsonl", '{"id": "a", "status": "stopped"}', "garbage", '{"id": "b"}')
         with pytest.raises(TaskFormatError) as info:
             read_results(path)
         assert info.value.line == 2

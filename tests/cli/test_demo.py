@@ -90,6 +90,28 @@ class TestDemoAgainstAFaultyServer:
         assert report.ok and report.records >= 2, report.error
         assert f"log: {log}" in proc.stdout
 
+    def test_the_live_view_shows_every_error_on_one_line(
+        self, tmp_path: Path, fault_server: FaultServer
+    ) -> None:
+        from retryctl._log import one_line
+        from tests.test_log import multi_line_500
+
+        fault_server.script.extend([multi_line_500()] * 4)  # a server's pydantic error: four lines
+        log = tmp_path / "demo.jsonl"
+        proc = run_demo(
+            "--base-url", fault_server.url, "--model-name", "fault", "--timeout", "0.5", "--log", str(log),
+            cwd=tmp_path,
+        )  # fmt: skip
+        reasons = [one_line(r["reason"]) for r in records(log) if r["kind"] == "verdict"]
+        assert any("1 validation error for ChatRequest" in r for r in reasons), reasons
+        view = proc.stdout.splitlines()
+        for reason in reasons:
+            assert f"    {reason}" in view  # the reason line of its verdict, whole
+        assert not any(line.lstrip().startswith(("messages.0.content", "For further")) for line in view)
+        warnings = proc.stderr.splitlines()
+        assert warnings and all(line.startswith("warning: backend.retry ") for line in warnings)
+        assert "backend.retry" not in proc.stdout
+
     def test_no_server_at_all_stops_cleanly(self, tmp_path: Path) -> None:
         log = tmp_path / "demo.jsonl"
         proc = run_demo(
@@ -99,6 +121,30 @@ class TestDemoAgainstAFaultyServer:
         assert "Traceback" not in proc.stdout + proc.stderr
         assert proc.returncode in (3, 4)
         assert verify_log(log).ok
+
+
+class TestDemoEnding:
+    def render(self, **result: Any) -> str:
+        import io
+
+        from rich.console import Console
+
+        from retryctl.cli._demo import _render_end
+
+        out = io.StringIO()
+        _render_end(Console(file=out, width=200), {"usage": {}, **result}, 1.0)
+        return out.getvalue()
+
+    def test_the_member_that_answered_is_named(self) -> None:
+        accepted = self.render(status="accepted", answer="51", text="7 * 8 - 5 = 51", served_by="calculator",
+                               confidence=0.9, reason="all agree")  # fmt: skip
+        assert "answer: 51  (7 * 8 - 5 = 51, by calculator)" in accepted
+        asking = self.render(status="needs_user", answer="13", served_by="python", confidence=0.2,
+                             reason="low\nconfidence")  # fmt: skip
+        assert "best answer so far: 13 (confidence 0.20, from python)" in asking
+        assert "needs a person: low; confidence" in asking  # a reason on one line
+        nothing = self.render(status="stopped", answer=None, served_by=None, confidence=None, reason="x")
+        assert "best answer so far: None (confidence —)" in nothing
 
 
 class TestDemoArguments:
@@ -128,4 +174,8 @@ class TestDemoInteractive:
         assert "The controller asks you" in proc.stdout, proc.stdout
         assert proc.returncode == 0, proc.stdout
         assert "answer: 51" in proc.stdout and "given by you" in proc.stdout
+        assert " user → accept  (your reply)" in proc.stdout  # the reply is shown, and logged, as a verdict
+        *_, last, summary = records(tmp_path / "demo.jsonl")
+        assert (last["action"], last["target"], last["extra"]["decided_by"]) == ("accept", "user", "user")
+        assert summary["extra"]["served_by"] == "user"
         assert verify_log(tmp_path / "demo.jsonl").ok

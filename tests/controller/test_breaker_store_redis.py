@@ -25,6 +25,7 @@ import redis
 from retryctl.controller import Breaker, BreakerConfig, BreakerState, BreakerStore
 from retryctl.controller._breaker_store import BreakerRecord
 from retryctl.controller._breaker_store_redis import RedisBreakerStore
+from retryctl.exceptions import BreakerStoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,9 +190,12 @@ for _ in range(150):
         with no_server_url() as url:
             store = RedisBreakerStore.from_url(url, timeout_s=0.5)
             started = time.monotonic()
-            with pytest.raises(redis.ConnectionError):
+            with pytest.raises(
+                BreakerStoreError, match=r"breaker store redis://127\.0\.0\.1:\d+/0 failed \(get\)"
+            ) as got:
                 store.get("k")
             assert time.monotonic() - started < 5.0
+            assert isinstance(got.value.__cause__, redis.ConnectionError)
 
     def test_empty_namespace_is_refused(self, redis_url: str) -> None:
         with pytest.raises(ValueError, match="namespace"):

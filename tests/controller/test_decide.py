@@ -57,6 +57,43 @@ class TestDecideLowConfidence:
         assert verdict.action is Action.REFINE
         assert verdict.feedback and "agreement 0.40" in verdict.feedback
 
+    @pytest.mark.parametrize(
+        ("signals", "parts", "feedback"),
+        [
+            # Split votes from a sure model: the disagreement pulled confidence down, and is named.
+            (
+                (Signal("token_confidence", 0.95),),
+                "token_confidence 0.95, agreement 0.40",
+                "Your answers were not consistent enough (token_confidence 0.95, agreement 0.40). "
+                "Re-check each step and give one final answer.",
+            ),
+            # An unsure model: its weakest signal is named, not a disagreement it did not have.
+            (
+                (Signal("token_confidence", 0.10),),
+                "token_confidence 0.10, agreement 0.40",
+                "Your answer was not trusted: confidence {conf} < threshold 0.80, weakest signal "
+                "token_confidence 0.10 (the model was unsure of its own words). "
+                "Re-check each step and give one final answer.",
+            ),
+            (
+                (Signal("verifier", 0.05),),
+                "verifier 0.05, agreement 0.40",
+                "Your answer was not trusted: confidence {conf} < threshold 0.80, weakest signal "
+                "verifier 0.05 (the verifier doubted the answer). "
+                "Re-check each step and give one final answer.",
+            ),
+        ],
+        ids=["disagreement", "unsure-model", "verifier"],
+    )
+    def test_feedback_names_the_weakest_signal(self, signals, parts, feedback):
+        verdict = decide(self._split(signals=signals, validators=(ValidatorResult("ok", True),)))
+        assert verdict.action is Action.REFINE
+        conf = f"{verdict.confidence:.2f}"
+        # Passed validators carry no weight: evidence keeps them, the sentences do not pad with them.
+        assert verdict.evidence.signals["validators"] == 1.0
+        assert verdict.reason == f"confidence {conf} < threshold 0.80 ({parts}); refine 1 of 2"
+        assert verdict.feedback == feedback.format(conf=conf)
+
     def test_asks_user_when_refines_are_spent(self):
         verdict = decide(self._split(refines=2))
         assert verdict.action is Action.ASK_USER
@@ -136,6 +173,40 @@ class TestDecideBudget:
         verdict = decide(obs)
         assert verdict.action is Action.STOP
         assert "'samples'" in verdict.reason and "8 of 8" in verdict.reason
+
+    @pytest.mark.parametrize(
+        ("exhausted", "reason"),
+        [
+            (
+                Exhaustion(limit_name="usd", limit=0.0005, used=0.0, requested=0.00099, scope="run"),
+                "run budget 'usd' would be exceeded: 0.00099 estimated for this call + 0 spent"
+                " > limit 0.0005",
+            ),
+            (
+                Exhaustion(limit_name="output_tokens", limit=100, used=90, requested=90, scope="step 's'"),
+                "step 's' budget 'output_tokens' would be exceeded: 90 estimated for this call + 90 spent"
+                " > limit 100",
+            ),
+            (
+                Exhaustion(limit_name="samples", limit=8, used=3, reserved=4, requested=2, scope="run"),
+                "run budget 'samples' would be exceeded: 2 estimated for this call + 3 spent"
+                " + 4 held by calls in flight > limit 8",
+            ),
+            (
+                Exhaustion(limit_name="samples", limit=8, used=8, requested=1, scope="step 'solve'"),
+                "step 'solve' budget 'samples' is spent (8 of 8)",
+            ),
+            (
+                Exhaustion(limit_name="wall_s", limit=7, used=3, requested=5, scope="run"),
+                "run budget 'wall_s' would be exceeded: up to 5s for this call + 3s elapsed > limit 7s",
+            ),
+        ],
+        ids=["usd-refused", "tokens-refused", "in-flight", "samples-spent", "wall-refused"],
+    )
+    def test_reason_tells_a_refused_estimate_from_a_spent_budget(self, exhausted, reason):
+        assert decide(Observation(exhausted=exhausted)).reason == reason
+        asked = decide(Observation(exhausted=exhausted), Policy(on_budget_exhausted="ask_user"))
+        assert asked.reason == f"{reason}; asking the user whether to extend it"
 
     def test_spent_budget_can_ask_to_extend(self):
         spent = Exhaustion(limit_name="usd", limit=0.5, used=0.5, scope="run")

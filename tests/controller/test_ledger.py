@@ -6,6 +6,7 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -74,10 +75,12 @@ class TestLedger:
         ledger = Ledger(Budget(samples=4))
         assert isinstance(ledger.try_reserve(call(samples=3)), Reservation)
         refused = ledger.try_reserve(call(samples=2))
+        # Nothing is committed yet: the 3 samples are held by a call in flight, not spent.
         assert refused == Exhaustion(
-            limit_name="samples", limit=4, used=3, requested=2, scope="run", step_id=None
+            limit_name="samples", limit=4, used=0, requested=2, scope="run", step_id=None, reserved=3
         )
         assert refused.value == 5
+        assert not refused.spent
 
     def test_reserve_raises_budget_exceeded_naming_limit_value_and_scope(self):
         ledger = Ledger(Budget(usd=1.0))
@@ -255,12 +258,166 @@ class TestLedger:
         assert ledger.used().attempts == 5
 
 
+def _usd_refusal() -> Exhaustion:
+    """The refusal of the issue: a call whose USD estimate alone passes the limit, nothing spent."""
+    prices = {"out": 0.00099, "limit": 0.0005}
+    refused = Ledger(Budget(usd=prices["limit"])).try_reserve(Usage(attempts=1, usd=prices["out"]))
+    assert isinstance(refused, Exhaustion)
+    return refused
+
+
+def _tokens_refusal() -> Exhaustion:
+    """90 output tokens really used of 100; the next call reserves 90 more and is refused."""
+    ledger = Ledger().step("s", budget=Budget(output_tokens=100))
+    ledger.reserve(call(out=90)).commit(call(out=90))
+    refused = ledger.try_reserve(call(out=90))
+    assert isinstance(refused, Exhaustion)
+    return refused
+
+
+def _in_flight_refusal() -> Exhaustion:
+    """3 samples committed, 4 held by a call still running, and a call of 2 more asked for."""
+    ledger = Ledger(Budget(samples=8))
+    ledger.reserve(call(samples=3)).commit(call(samples=3))
+    ledger.reserve(call(samples=4))
+    refused = ledger.try_reserve(call(samples=2))
+    assert isinstance(refused, Exhaustion)
+    return refused
+
+
+def _spent_refusal() -> Exhaustion:
+    """All 8 samples committed: any further call is refused because the budget is spent."""
+    ledger = Ledger().step("solve", budget=Budget(samples=8))
+    ledger.reserve(call(samples=8)).commit(call(samples=8))
+    refused = ledger.try_reserve(call(samples=1))
+    assert isinstance(refused, Exhaustion)
+    return refused
+
+
+def _exhausted() -> Exhaustion:
+    ledger = Ledger(Budget(attempts=2))
+    for _ in range(2):
+        ledger.reserve(call()).commit(call())
+    spent = ledger.exhausted()
+    assert spent is not None
+    return spent
+
+
+def _wall_refusal() -> Exhaustion:
+    clock = ManualClock()
+    ledger = Ledger(Budget(wall_s=7), clock=clock)
+    clock.advance(3)
+    refused = ledger.try_reserve(Usage(attempts=1, wall_s=5))
+    assert isinstance(refused, Exhaustion)
+    return refused
+
+
+def _wall_spent() -> Exhaustion:
+    clock = ManualClock()
+    ledger = Ledger(Budget(wall_s=0.7), clock=clock)
+    clock.advance(0.7)
+    refused = ledger.try_reserve(Usage(attempts=1))
+    assert isinstance(refused, Exhaustion)
+    return refused
+
+
 class TestExhaustion:
     def test_to_exception_carries_the_fields(self):
         spent = Exhaustion(limit_name="usd", limit=1.0, used=0.75, requested=0.5, scope="run")
         err = spent.to_exception()
         assert (err.limit_name, err.limit, err.value, err.scope) == ("usd", 1.0, 1.25, "run")
-        assert "usd" in str(err) and "1.25" in str(err)
+        assert (err.used, err.reserved, err.requested) == (0.75, 0.0, 0.5)
+        assert str(err) == str(spent)
+
+    # Each case is made by a real ledger; the wording must carry the real figures, never an
+    # estimate counted as a spend ("is spent (180 of 100)" when 90 were used).
+    @pytest.mark.parametrize(
+        ("make", "spent", "used", "reserved", "requested", "message"),
+        [
+            (
+                _usd_refusal,
+                False,
+                0.0,
+                0.0,
+                0.00099,
+                "run budget 'usd' would be exceeded: 0.00099 estimated for this call + 0 spent"
+                " > limit 0.0005",
+            ),
+            (
+                _tokens_refusal,
+                False,
+                90.0,
+                0.0,
+                90.0,
+                "step 's' budget 'output_tokens' would be exceeded: 90 estimated for this call + 90 spent"
+                " > limit 100",
+            ),
+            (
+                _in_flight_refusal,
+                False,
+                3.0,
+                4.0,
+                2.0,
+                "run budget 'samples' would be exceeded: 2 estimated for this call + 3 spent"
+                " + 4 held by calls in flight > limit 8",
+            ),
+            (_spent_refusal, True, 8.0, 0.0, 1.0, "step 'solve' budget 'samples' is spent (8 of 8)"),
+            (_exhausted, True, 2.0, 0.0, 0.0, "run budget 'attempts' is spent (2 of 2)"),
+            (
+                _wall_refusal,
+                False,
+                3.0,
+                0.0,
+                5.0,
+                "run budget 'wall_s' would be exceeded: up to 5s for this call + 3s elapsed > limit 7s",
+            ),
+            (_wall_spent, True, 0.7, 0.0, 0.0, "run budget 'wall_s' is spent (0.7 of 0.7)"),
+        ],
+        ids=[
+            "usd-refused",
+            "tokens-refused",
+            "in-flight",
+            "samples-spent",
+            "exhausted",
+            "wall-refused",
+            "wall-spent",
+        ],
+    )
+    def test_says_spent_only_when_committed_use_reached_the_limit(
+        self, make, spent, used, reserved, requested, message
+    ):
+        got = make()
+        assert (got.spent, got.used, got.reserved, got.requested) == (spent, used, reserved, requested)
+        assert got.value == pytest.approx(used + reserved + requested)
+        assert str(got) == message
+        assert str(got.to_exception()) == message
+
+    def test_reserve_raises_the_same_wording(self):
+        ledger = Ledger(Budget(output_tokens=100))
+        ledger.reserve(call(out=90)).commit(call(out=90))
+        with pytest.raises(BudgetExceeded) as info:
+            ledger.reserve(call(out=90))
+        assert str(info.value) == (
+            "run budget 'output_tokens' would be exceeded: 90 estimated for this call + 90 spent > limit 100"
+        )
+        assert not info.value.spent
+
+    def test_an_error_built_with_a_bare_value_keeps_its_old_wording(self):
+        err = BudgetExceeded(limit_name="samples", limit=8, value=9, scope="run")
+        assert str(err) == "run budget 'samples' exceeded: 9 > limit 8"
+        assert err.used is None and not err.spent
+
+    def test_an_exhaustion_saved_before_reserved_existed_still_loads(self):
+        # A checkpoint written by an earlier version stores the dataclass without ``reserved``.
+        old: dict[str, Any] = {
+            "limit_name": "samples",
+            "limit": 8,
+            "used": 8,
+            "scope": "run",
+            "requested": 1,
+            "step_id": None,
+        }
+        assert str(Exhaustion(**old)) == "run budget 'samples' is spent (8 of 8)"
 
 
 ONE_ATTEMPT = Usage(attempts=1)

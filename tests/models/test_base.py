@@ -89,6 +89,8 @@ class TestExports:
                 "ToolCall", "ToolSpec", "TransientBackendError", "Usage", "find_smollm2_gguf",
                 "load_bank", "normalise_messages", "openai_style_kwargs", "random_order", "sample_blocking",
                 "stop_only_kwargs",
+                "CapabilityRegistry", "ServerCapabilities", "UnsupportedParameter",
+                "BuildCheck", "check_embedded_build",
             ]
         )  # fmt: skip
         assert all(hasattr(models, name) for name in models.__all__)

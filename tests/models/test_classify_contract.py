@@ -3,6 +3,9 @@ must survive classification (the nodes layer retries, refines or switches on it)
 
 from __future__ import annotations
 
+import httpx2
+import openai
+
 from retryctl.controller import classify
 from retryctl.controller._errors import ErrorClass
 from retryctl.models import (
@@ -11,6 +14,7 @@ from retryctl.models import (
     ReplayExhausted,
     TerminalBackendError,
     TransientBackendError,
+    UnsupportedParameter,
 )
 
 
@@ -28,3 +32,18 @@ class TestBackendErrorsClassify:
         got = classify(TerminalBackendError("bad", backend="b", status_code=400))
         assert got.error_class is ErrorClass.TERMINAL and got.status_code == 400
         assert classify(ReplayExhausted("none left", backend="b")).error_class is ErrorClass.TERMINAL
+
+
+class TestCapabilityErrorsClassify:
+    def test_an_unsupported_parameter_is_terminal(self):
+        got = classify(UnsupportedParameter("no", backend="b", parameter="logprobs", status_code=500))
+        assert got.error_class is ErrorClass.TERMINAL and got.status_code == 500
+
+    def test_the_openai_api_code_for_an_unsupported_parameter_is_terminal_not_validation(self):
+        # What a LangChain ChatOpenAI raises: classify sees the SDK's error, not retryctl's.
+        request = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+        body = {"message": "Unsupported parameter: 'logprobs'", "code": "unsupported_parameter"}
+        refused = openai.BadRequestError("refused", response=httpx2.Response(400, request=request), body=body)
+        assert classify(refused).error_class is ErrorClass.TERMINAL
+        plain = openai.BadRequestError("bad", response=httpx2.Response(400, request=request), body={})
+        assert classify(plain).error_class is ErrorClass.VALIDATION

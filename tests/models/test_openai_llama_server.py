@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
-from retryctl.models import OpenAIBackend, SamplingParams
+from retryctl.agent import EXPRESSION_FORMAT
+from retryctl.models import CapabilityRegistry, OpenAIBackend, SamplingParams
 from tests.models.conftest import needs_llama
 
 Q = [{"role": "user", "content": "Name a colour."}]
+RETRYCTL = Path(sys.executable).parent / "retryctl"
 
 
 @needs_llama
@@ -43,3 +49,58 @@ class TestOpenAIBackendOnLlamaServer:
         second = backend.sample_sync(Q, params)
         assert first[0].text == second[0].text
         backend.close()
+
+    def test_json_schema_is_served_as_json_object_with_the_schema_and_remembered(self, llama_server):
+        # llama.cpp's server answers json_schema with HTTP 500 "Input should be 'text' or 'json_object'".
+        registry = CapabilityRegistry()
+        backend = OpenAIBackend(model="smollm2", base_url=llama_server, timeout_s=120, capabilities=registry)
+        params = SamplingParams(
+            temperature=0.2, max_tokens=40, seed=3, logprobs=False, response_format=EXPRESSION_FORMAT
+        )
+        ask = [{"role": "user", "content": "Write 7 times 8 minus 5 as an arithmetic expression."}]
+        [cand] = asyncio.run(backend.sample(ask, params))
+        assert backend.capabilities.refused == {"json_schema"}
+        value = json.loads(cand.text)
+        # The server held the reply to the schema it was given beside json_object: the pattern too.
+        assert set(value) == {"expression"} and value["expression"][0] in "0123456789("
+        assert any("json_object with the schema" in note for note in cand.notes)
+        again = OpenAIBackend(model="smollm2", base_url=llama_server, timeout_s=120, capabilities=registry)
+        assert again.capabilities.refused == {"json_schema"}
+
+
+@needs_llama
+class TestDemoOnLlamaServer:
+    def test_the_demo_answers_through_base_url_with_its_tools_producing_expressions(
+        self, llama_server, tmp_path
+    ):
+        log = tmp_path / "demo.jsonl"
+        question = "Tom has 6 bags of 4 apples. He eats 3 apples. How many apples are left?"
+        args = ["demo", question, "--base-url", llama_server, "--model-name", "smollm2", "--log", str(log)]
+        proc = subprocess.run(
+            [str(RETRYCTL), *args],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,  # no TTY: an ask_user verdict ends the run
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        shown = proc.stdout + proc.stderr
+        assert proc.returncode in (0, 3, 4), shown  # accepted, stopped, needs the user: all answers
+        assert "Input should be" not in shown and "Traceback" not in shown
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        verdicts = [r for r in records if r.get("kind") == "verdict"]
+        assert verdicts, shown
+        # No member failed on the response format (a slow shared host may still time a call out).
+        reasons = [r["reason"] for r in verdicts]
+        assert not any(w in r for r in reasons for w in ("response_format", "json_schema", "should be")), (
+            reasons
+        )
+        tools = [r for r in verdicts if r["target"] in ("calculator", "python")]
+        evaluated = [a for r in tools for a in r["candidates_summary"]["answers"] if a is not None]
+        assert evaluated, [r["reason"] for r in verdicts]  # a tool evaluated the model's expression
+        audit = subprocess.run(
+            [str(RETRYCTL), "audit", str(log), "--json"], capture_output=True, text=True, check=False
+        )
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        json.loads(audit.stdout)

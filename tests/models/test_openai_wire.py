@@ -12,6 +12,7 @@ from retryctl.models import (
     MalformedResponse,
     TerminalBackendError,
     TransientBackendError,
+    UnsupportedParameter,
     Usage,
 )
 from retryctl.models._openai_wire import (
@@ -20,6 +21,7 @@ from retryctl.models._openai_wire import (
     split_usage,
     translate_error,
 )
+from tests.models._picky_server import LLAMA_CPP_JSON_SCHEMA_500
 
 REQ = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
 
@@ -50,6 +52,16 @@ class TestTranslateError:
         assert type(translate_error(status_error(503), backend="b")) is TransientBackendError
         bad = translate_error(status_error(400), backend="b")
         assert type(bad) is TerminalBackendError and bad.status_code == 400
+
+    def test_a_capability_error_is_told_from_a_fault_by_its_body_and_what_was_sent(self):
+        body = json.loads(LLAMA_CPP_JSON_SCHEMA_500)
+        response = httpx2.Response(500, request=REQ, json=body)
+        exc = openai.InternalServerError(body["error"]["message"], response=response, body=body)
+        refused = translate_error(exc, backend="b", sent={"model", "messages", "response_format"})
+        assert type(refused) is UnsupportedParameter and refused.parameter == "response_format"
+        assert refused.status_code == 500 and not refused.retryable
+        assert "\n" not in str(refused)  # the multi-line pydantic report is one line
+        assert type(translate_error(exc, backend="b")) is TransientBackendError  # nothing said sent
 
     def test_transport_errors(self):
         assert isinstance(translate_error(openai.APITimeoutError(REQ), backend="b"), BackendTimeout)

@@ -20,7 +20,7 @@ from retryctl.controller import (
 )
 from retryctl.exceptions import ConfigError
 from retryctl.models import TransientBackendError
-from retryctl.nodes import ControlledStep, SamplingSchedule, sqlite_checkpointer
+from retryctl.nodes import ControlledStep, SamplingSchedule, parse_reply, sqlite_checkpointer
 from retryctl.testing import CapturedRun, ScriptedBackend, acapture_verdicts, capture_verdicts
 from tests.nodes._support import RateLimited, Runner, Sleeps, user
 
@@ -149,6 +149,27 @@ class TestControlledStep:
         assert out.actions == ["switch", "accept"]
         assert out.verdicts[0]["verdict"]["evidence"]["breakers"] == {"a": "open"}
 
+    def test_the_result_names_the_member_that_answered(self, run: Runner) -> None:
+        small = ScriptedBackend(["41", "42", "40"], model="small")
+        large = ScriptedBackend(["42"] * 3, model="large")
+        out = run(ControlledStep([small, large], policy=Policy(**THREE)).compile(), user("q"))
+        assert out.actions == ["switch", "accept"]
+        result = out.output["result"]
+        assert (result["status"], result["answer"], result["served_by"]) == ("accepted", "42", "large")
+        # attempts: rounds ending in a verdict; usage["attempts"]: the calls they made.
+        assert result["attempts"] == len(out.verdicts) == 2
+        assert result["usage"]["attempts"] == len(small.calls) + len(large.calls)
+
+    def test_a_stopped_step_names_who_drew_its_best_answer_or_nobody(self, run: Runner) -> None:
+        backend = ScriptedBackend(["1", "2", "3"], model="m")
+        policy = Policy(**THREE, low_confidence=("stop",))
+        out = run(ControlledStep(backend, policy=policy).compile(), user("q"))
+        assert (out.output["result"]["answer"], out.output["result"]["served_by"]) == ("1", "m")
+        refused = ControlledStep(ScriptedBackend(["1"]), policy=Policy(**ONE), budget=Budget(attempts=0))
+        out = run(refused.compile(), user("q"))
+        assert out.actions == ["stop"]
+        assert (out.output["result"]["answer"], out.output["result"]["served_by"]) == (None, None)
+
     def test_stop_when_the_ladder_says_stop(self, run: Runner) -> None:
         backend = ScriptedBackend(["1", "2", "3"])
         policy = Policy(**THREE, low_confidence=("stop",))
@@ -228,6 +249,54 @@ class TestAskUser:
         assert out.output["result"]["answer"] == answer
         assert len(out.replies) == 1
 
+    @pytest.mark.parametrize(
+        ("reply", "action", "target", "reason", "served_by"),
+        [
+            ({"action": "accept"}, "accept", "m", "accepted by the user (confidence", "m"),
+            ("7", "accept", "user", "answered by the user", "user"),
+            ({"action": "stop"}, "stop", "m", "the user chose to stop (confidence", "m"),
+        ],
+    )
+    def test_the_reply_is_logged_as_the_verdict_that_ends_the_step(
+        self, run: Runner, tmp_path: Any, reply: Any, action: str, target: str, reason: str, served_by: str
+    ) -> None:
+        path = tmp_path / "log.jsonl"
+        with DecisionLog(path) as log:
+            backend = ScriptedBackend(["1", "2", "3"], model="m", cycle=True)
+            policy = Policy(**THREE, max_refines=0, low_confidence=("ask_user",))
+            graph = ControlledStep(backend, policy=policy, log=log).compile(checkpointer=InMemorySaver())
+            run(graph, user("which?"), cfg())
+            out = run(graph, Command(resume=reply), cfg())
+        asked, last = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
+        assert asked.action.value == "ask_user"
+        assert (last.action.value, last.target, last.attempt) == (action, target, asked.attempt)
+        assert last.reason.startswith(reason)
+        assert last.extra == {"decided_by": "user", "reply": parse_reply(reply).model_dump(mode="json")}
+        assert verify_log(path).ok
+        # The stream, the state's history and the result say the same.
+        assert out.actions == [action] and out.verdicts[0]["extra"]["decided_by"] == "user"
+        assert [v["verdict"]["action"] for v in out.output["verdicts"]] == ["ask_user", action]
+        result = out.output["result"]
+        assert result["reason"] == last.reason and result["served_by"] == served_by
+        if action == "accept" and target == "user":
+            assert (last.answer, last.confidence, result["confidence"]) == ("7", None, None)
+
+    def test_an_extension_is_logged_before_the_attempt_it_allows(self, run: Runner, tmp_path: Any) -> None:
+        path = tmp_path / "log.jsonl"
+        with DecisionLog(path) as log:
+            backend = ScriptedBackend(["1", "2", "3", "5", "5", "5"])
+            policy = Policy(**THREE, low_confidence=("refine",), on_budget_exhausted="ask_user")
+            step = ControlledStep(backend, policy=policy, budget=Budget(samples=3), log=log)
+            graph = step.compile(checkpointer=InMemorySaver())
+            run(graph, user("q"), cfg())
+            run(graph, Command(resume={"action": "extend", "budget": {"samples": 3}}), cfg())
+        records = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
+        assert [(r.action.value, r.attempt) for r in records] == [
+            ("refine", 1), ("ask_user", 2), ("retry", 2), ("accept", 3)
+        ]  # fmt: skip
+        assert records[2].reason == "the user extended the budget (samples +3); trying again"
+        assert records[2].extra["reply"] == {"action": "extend", "answer": None, "budget": {"samples": 3.0}}
+
     def test_a_bad_reply_asks_again(self, run: Runner) -> None:
         graph = self.graph()
         run(graph, user("which?"), cfg())
@@ -272,7 +341,7 @@ class TestAskUser:
         assert first.actions == ["refine", "ask_user"]
         assert "'samples' is spent" in first.interrupts[0].value["reason"]
         out = run(graph, Command(resume={"action": "extend", "budget": {"samples": 3}}), cfg())
-        assert out.actions == ["accept"]
+        assert out.actions == ["retry", "accept"]  # the user's extension is logged, then the new attempt
         assert out.output["result"]["answer"] == "5"
         assert out.output["result"]["usage"]["samples"] == 6
         # The result carries the limits in force, the user's extension included.

@@ -54,7 +54,10 @@ class TestEmbedding:
         assert out.output["report"] == "stopped: 1"
         result = out.output["result"]
         assert result["usage"]["samples"] == 3
-        assert "step 'step' budget 'samples' is spent (6 of 5)" in result["reason"]
+        # 3 samples were used; the refine's 3 more would pass 5: no call was made, so not "spent".
+        assert result["reason"] == (
+            "step 'step' budget 'samples' would be exceeded: 3 estimated for this call + 3 spent > limit 5"
+        )
 
     def test_a_run_ledger_is_shared_by_steps(self, run: Runner) -> None:
         ledger = Ledger(Budget(samples=1))

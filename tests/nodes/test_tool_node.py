@@ -12,6 +12,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolNode
 from langgraph.types import Command
 
+from retryctl.audit import DecisionLog, VerdictRecord, read_records
 from retryctl.controller import Breaker, BreakerConfig, Budget, Ledger, ManualClock, Policy, ValidatorResult
 from retryctl.exceptions import ConfigError
 from retryctl.nodes import ControlledToolNode, StepResult
@@ -206,14 +207,14 @@ class TestToolAskUser:
         )
 
     @pytest.mark.parametrize(
-        ("reply", "content", "status"),
+        ("reply", "content", "status", "logged"),
         [
-            ({"action": "accept"}, "-5", "success"),
-            ("-3", "-3", "success"),
-            ({"action": "stop"}, None, "error"),
+            ({"action": "accept"}, "-5", "success", "accept"),
+            ("-3", "-3", "success", "accept"),
+            ({"action": "stop"}, None, "error", "stop"),
         ],
     )
-    def test_resume(self, run: Runner, reply: Any, content: str | None, status: str) -> None:
+    def test_resume(self, run: Runner, reply: Any, content: str | None, status: str, logged: str) -> None:
         calls = Calls()
         graph = graph_of(self.node(calls), InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
@@ -225,8 +226,28 @@ class TestToolAskUser:
         assert message.status == status
         if content is not None:
             assert message.content == content
-        assert out.actions == []  # the verdict is not decided (nor logged) twice on resume
+        # The ask_user verdict is not decided (nor logged) twice on resume; the user's answer is, once.
+        assert out.actions == [logged]
+        assert out.verdicts[0]["extra"]["decided_by"] == "user"
         assert calls.names() == ["calculator"]
+
+    def test_the_users_answer_ends_the_calls_log_and_serves_it(self, run: Runner, tmp_path: Any) -> None:
+        path = tmp_path / "log.jsonl"
+        config = {"configurable": {"thread_id": "t"}}
+        with DecisionLog(path) as log:
+            graph = graph_of(self.node(Calls(), log=log, result_key="result"), InMemorySaver())
+            run(graph, calling(("calculator", {"expression": "2-7"})), config)
+            out = run(graph, Command(resume="-3"), config)
+        asked, answered = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
+        assert (asked.action.value, answered.action.value) == ("ask_user", "accept")
+        assert (answered.target, answered.answer, answered.reason) == ("user", "-3", "answered by the user")
+        assert answered.attempt == asked.attempt and answered.step_id == asked.step_id
+        reply = {"action": "answer", "answer": "-3", "budget": {}}
+        assert answered.extra == {"decided_by": "user", "reply": reply}
+        [message] = tool_messages(out)
+        assert message.artifact["retryctl"]["served_by"] == "user"
+        assert message.artifact["retryctl"]["action"] == "accept"
+        assert out.output["result"]["served_by"] == "user"
 
 
 class TestNonIdempotent:
@@ -252,7 +273,7 @@ class TestNonIdempotent:
         # "extend" runs another attempt of the same call: its recorded result is judged again instead.
         again = run(graph, Command(resume={"action": "extend", "budget": {"attempts": 1}}), config)
         assert again.interrupted
-        assert again.actions == ["ask_user"]
+        assert again.actions == ["retry", "ask_user"]  # the user's extension, then the new verdict
         done = run(graph, Command(resume={"action": "accept"}), config)
         assert tool_messages(done)[0].content == "-5"
         assert log == ["charged 5"]
@@ -346,7 +367,7 @@ class TestToolBudget:
         assert calls.log == []
         out = run(graph, Command(resume={"action": "extend", "budget": {"attempts": 1}}), config)
         assert tool_messages(out)[0].content == "42"
-        assert out.actions == ["accept"]
+        assert out.actions == ["retry", "accept"]  # the user's extension is logged, then the call's verdict
         assert calls.names() == ["calculator"]
 
 

@@ -174,10 +174,12 @@ class TestOneCallAsksTwice:
         graph = graph_of(node, InMemorySaver())
         assert run(graph, turn("2-7"), CONFIG).actions == ["ask_user"]
         again = run(graph, Command(resume=EXTEND), CONFIG)
-        assert again.actions == ["ask_user"]  # the extra attempt is rejected too: asked again
+        # The extension is logged, and the extra attempt is rejected too: asked again.
+        assert again.actions == ["retry", "ask_user"]
         assert [r["reply"]["action"] for r in again.replies] == ["extend"]
         done = run(graph, Command(resume="7"), CONFIG)
-        assert done.actions == []  # no attempt and no verdict replayed from the first answer
+        # Only the second answer's verdict: no attempt and no verdict replayed from the first answer.
+        assert done.actions == ["accept"] and done.verdicts[0]["target"] == "user"
         assert [r["reply"] for r in done.replies] == [{"action": "answer", "answer": "7", "budget": {}}]
         assert contents(done) == {"call-0": "7"}
         assert tools.log == ["2-7", "2-7"]

@@ -39,7 +39,7 @@ class TestExtendedCallsAreCharged:
             first = run(graph, turn("call-9", "2"), config)
             assert first.actions == ["ask_user"]
             out = run(graph, extend(1), config)
-        assert out.actions == ["accept"]
+        assert out.actions == ["retry", "accept"]  # the user's extension is logged as a retry
         assert tool_messages(out)[-1].content == "42"
         assert calls.names() == ["calculator", "calculator"]
         snap = ledger.snapshot()
@@ -47,9 +47,12 @@ class TestExtendedCallsAreCharged:
         assert snap.limit["attempts"] == 2  # the extension raised the limit by the one attempt granted
         assert snap.reserved["attempts"] == 0
         verdicts = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
-        assert [r.action.value for r in verdicts] == ["accept", "ask_user", "accept"]
-        assert [r.budget.used["attempts"] for r in verdicts] == [1, 1, 2]
-        assert [r.budget.limit["attempts"] for r in verdicts] == [1, 1, 2]
+        # The user's extension is on the record, with the evidence the person decided on.
+        assert [r.action.value for r in verdicts] == ["accept", "ask_user", "retry", "accept"]
+        reply = {"action": "extend", "answer": None, "budget": {"attempts": 1.0}}
+        assert verdicts[2].extra == {"decided_by": "user", "reply": reply}
+        assert [r.budget.used["attempts"] for r in verdicts] == [1, 1, 1, 2]
+        assert [r.budget.limit["attempts"] for r in verdicts] == [1, 1, 1, 2]
 
     def test_the_extended_limit_holds_for_later_calls_too(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=0))
@@ -57,7 +60,7 @@ class TestExtendedCallsAreCharged:
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
-        assert run(graph, extend(2), config).actions == ["accept"]
+        assert run(graph, extend(2), config).actions == ["retry", "accept"]
         assert run(graph, turn("call-2", "2"), config).actions == ["accept"]  # the second granted call
         assert run(graph, turn("call-3", "3"), config).actions == ["ask_user"]  # and no more
         assert calls.names() == ["calculator", "calculator"]
@@ -71,7 +74,7 @@ class TestExtendedCallsAreCharged:
         config = {"configurable": {"thread_id": "t"}}
         run(graph, turn("call-1", "1"), config)
         out = run(graph, Command(resume={"action": "extend", "budget": {"samples": 2}}), config)
-        assert out.actions == ["accept"]
+        assert out.actions == ["retry", "accept"]
         snap = ledger.snapshot()
         assert (snap.used["attempts"], snap.limit["attempts"], snap.limit["samples"]) == (1, 1, 6)
 
@@ -84,10 +87,10 @@ class TestExtendedCallsAreCharged:
         clock.advance(11)
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
         again = run(graph, extend(1), config)
-        assert again.actions == ["ask_user"]  # the wall clock is what is spent: asked again
+        assert again.actions == ["retry", "ask_user"]  # the wall clock is what is spent: asked again
         assert "'wall_s' is spent" in again.interrupts[0].value["reason"]
         out = run(graph, Command(resume={"action": "extend", "budget": {"wall_s": 60}}), config)
-        assert out.actions == ["accept"]  # the second answer only: the first one is not replayed
+        assert out.actions == ["retry", "accept"]  # the second answer only: the first one is not replayed
         assert calls.names() == ["calculator"]
 
     def test_a_step_ledger_is_extended_with_its_run(self, run: Runner) -> None:
@@ -98,7 +101,7 @@ class TestExtendedCallsAreCharged:
         config = {"configurable": {"thread_id": "t"}}
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
         out = run(graph, extend(1), config)
-        assert out.actions == ["accept"]
+        assert out.actions == ["retry", "accept"]
         step_snap = step.snapshot()
         assert (step_snap.used["attempts"], step_snap.limit["attempts"]) == (1, 1)
         assert step_snap.parent is not None

@@ -241,8 +241,8 @@ class TestMalformedTaskFile:
     @pytest.mark.parametrize(
         ("make", "problem"),
         [
-            pytest.param(lambda d: d, "cannot read the task file: Is a directory", id="tasks-is-a-directory"),
-            pytest.param(lambda d: d / "missing.jsonl", "no such task file", id="tasks-missing"),
+            pytest.param(lambda d: d, ": is a directory; give a file's path", id="tasks-is-a-directory"),
+            pytest.param(lambda d: d / "missing.jsonl", "missing.jsonl: no such file", id="tasks-missing"),
         ],
     )
     def test_unreadable_task_file_is_one_line(
@@ -255,7 +255,7 @@ class TestMalformedTaskFile:
         tasks = tmp_path / "tasks.jsonl"
         tasks.write_bytes(A)
         result = runner.invoke(app, ["batch", str(tasks), "--out", str(tmp_path), "--resume"])
-        assert "--out is a directory" in _one_error_line(result)
+        assert f"--out {tmp_path}: is a directory" in _one_error_line(result)
 
     def test_real_process_prints_no_traceback(self, tmp_path: Path) -> None:
         # The installed entry point in a separate process: what a user's shell sees.

@@ -366,7 +366,8 @@ class TestTornTail:
         at = data.rfind(b"checks passed")  # edit the last record only: it is the one a writer reads
         log.write_bytes(data[:at] + b"checks FAILED" + data[at + len(b"checks passed") :])
         output = _batch_refuses(tmp_path, monkeypatch, log, "--resume")
-        assert f"{log}:2" in output and "hash does not match" in output and "pass --resume" not in output
+        assert f"{log}:2" in output and "hash mismatch" in output and "pass --resume" not in output
+        assert "not appending to a broken chain" in output
 
 
 def _batch_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: Path, *extra: str) -> str:

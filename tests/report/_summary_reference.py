@@ -1,7 +1,9 @@
 """The audit's sections as the one-pass implementation before ``StepTotals`` built them: the oracle.
 
-Kept verbatim (but for this docstring and the entry point's name) so that ``test_totals.py`` can check
-that totalling steps in halves and joining them gives, bit for bit, what this gives.
+Kept verbatim (but for this docstring, the entry point's name, and the per-budget stop reasons of
+issue 12, changed here as in ``_totals.py``: a budget's name is kept in a reason's shape and given
+as the row's ``budget``) so that ``test_totals.py`` can check that totalling steps in halves and
+joining them gives, bit for bit, what this gives.
 
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
 ``overview``, ``verdicts``, ``stop_reasons``, ``per_step``, ``cost``, ``black_holes``,
@@ -19,7 +21,8 @@ from retryctl.report._analysis import Analysis, StepOutcome, answers_match, no_c
 __all__ = ["reference_summarise"]
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_QUOTED = re.compile(r"'[^']*'")
+_QUOTED = re.compile(r"(\bbudget '[^']*')|'[^']*'")  # a budget's name is kept: one row per budget
+_BUDGET = re.compile(r"\bbudget '([^']*)'")
 _TOP = 10
 _HINT_WIDTH = 0.05  # width of a "stalled just under the threshold" band
 
@@ -29,8 +32,14 @@ def _spend(step: StepOutcome, by_usd: bool) -> float:
 
 
 def reason_shape(reason: str) -> str:
-    """A stop reason with its numbers and quoted names blanked, so that like reasons count together."""
-    return _NUMBER.sub("#", _QUOTED.sub("'…'", reason))
+    """A stop reason with its numbers and quoted names (but a budget's) blanked, so that like reasons
+    count together."""
+    return _NUMBER.sub("#", _QUOTED.sub(lambda m: m.group(1) or "'…'", reason))
+
+
+def _budget_of(shape: str) -> str | None:
+    found = _BUDGET.search(shape)
+    return None if found is None else found.group(1)
 
 
 def reference_summarise(analysis: Analysis) -> dict[str, Any]:
@@ -65,6 +74,7 @@ def _overview(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
         "summary_records": analysis.summary_records,
         "repair_records": analysis.repair_records,
         "undecodable_lines": list(analysis.undecodable_lines),
+        "invalid_records": list(analysis.invalid_records),
         "runs": len(analysis.runs),
         "steps": len(steps),
         "step_outcomes": dict(outcomes.most_common()),
@@ -84,7 +94,10 @@ def _stop_reasons(steps: list[StepOutcome]) -> list[dict[str, Any]]:
             shapes[shape] += 1
             if shape not in example:
                 example[shape] = reason
-    return [{"reason": example[k], "shape": k, "steps": n} for k, n in shapes.most_common(_TOP)]
+    return [
+        {"reason": example[k], "shape": k, "budget": _budget_of(k), "steps": n}
+        for k, n in shapes.most_common(_TOP)
+    ]
 
 
 def _per_step(steps: list[StepOutcome]) -> list[dict[str, Any]]:

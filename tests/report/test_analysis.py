@@ -97,12 +97,12 @@ class TestSummarise:
 
     def test_stop_reasons_group_like_reasons(self, tmp_path: Path) -> None:
         rows = [
-            ("a", "q", verdict("stop", None, reason="step 'q' budget 'samples' is spent (9 of 8)"), None),
-            ("b", "q", verdict("stop", None, reason="step 'q' budget 'samples' is spent (12 of 10)"), None),
+            ("a", "q", verdict("stop", None, reason="step 'q' budget 'samples' is spent (8 of 8)"), None),
+            ("b", "r", verdict("stop", None, reason="step 'r' budget 'samples' is spent (10 of 10)"), None),
             ("c", "q", verdict("stop", None, reason="breaker of 'gpt' is open; nothing left to try"), None),
         ]
         s = summarise(analyse([write_verdicts(tmp_path / "log.jsonl", rows)]))
-        assert [r["steps"] for r in s["stop_reasons"]] == [2, 1]
+        assert [(r["budget"], r["steps"]) for r in s["stop_reasons"]] == [("samples", 2), (None, 1)]
 
     def test_cost_by_target_separates_tools(self, real_log: Path) -> None:
         s = summarise(analyse([real_log]))
@@ -120,10 +120,13 @@ class TestSummarise:
 
 
 class TestReasonShape:
-    def test_blanks_numbers_and_quoted_names(self) -> None:
+    def test_blanks_numbers_and_quoted_names_but_keeps_the_budget(self) -> None:
         assert (
-            reason_shape("step 'q1' budget 'usd' is spent (0.5 of 0.4)")
-            == "step '…' budget '…' is spent (# of #)"
+            reason_shape("step 'q1' budget 'usd' is spent (0.5 of 0.5)")
+            == "step '…' budget 'usd' is spent (# of #)"
+        )
+        assert reason_shape("breaker of 'gpt' is open; nothing left to try") == (
+            "breaker of '…' is open; nothing left to try"
         )
 
 

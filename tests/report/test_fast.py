@@ -93,9 +93,9 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("fast")
     graph = graph_log(d / "graph.jsonl", token_logprobs=True)
     tools = tool_log(d / "tools.jsonl")
-    rows = [
-        (f"r{i}", f"q{i % 3}", verdict("stop" if i % 4 else "accept", 0.5 + i / 100), "m") for i in range(30)
-    ]
+    budgets = [None, "step 'q' budget 'usd' is spent (0.5 of 0.5)", "run budget 'samples' is spent (8 of 8)"]
+    stops = [verdict("stop" if i % 4 else "accept", 0.5 + i / 100, reason=budgets[i % 3]) for i in range(30)]
+    rows = [(f"r{i}", f"q{i % 3}", v, "m") for i, v in enumerate(stops)]
     # Steps interleaved: each run's verdicts alternate with another run's.
     rows += [(f"i{i % 2}", "q", verdict("retry", 0.3, samples=3 + i), f"m{i % 3}") for i in range(12)]
     verdicts = write_verdicts(d / "verdicts.jsonl", rows)

@@ -27,6 +27,11 @@ _NUMBERS = st.sampled_from([0, 0.0, 5, 5.0, 0.1, 0.2, 0.30000000000000004, 1e-9,
 _REASONS = st.sampled_from(
     [
         "budget samples 40 of 40 spent",
+        # One row per budget: the name after "budget" is kept, step names and figures are blanked.
+        "step 'q0' budget 'usd' is spent (0.5 of 0.5)",
+        "step 'q1' budget 'usd' is spent (0.25 of 0.25)",
+        "step 'q1' budget 'samples' is spent (8 of 8)",
+        "run budget 'output_tokens' would be exceeded: 90 estimated for this call + 90 spent > limit 100",
         "breaker 'gpt' open",
         "breaker 'calc' open",
         "needs the user: 2 < 3",
