@@ -32,6 +32,7 @@ try:  # noqa: SIM105
         own_user_namespace,
         prctl,
         private_mounts,
+        read_only_devices,
         seccomp_install,
     )
 except ImportError:  # pragma: no cover - the sandbox has no retryctl
@@ -186,9 +187,10 @@ def direct_main() -> None:
             private_mounts()
             mount_tmpfs(workdir, limits["disk_bytes"], limits["max_files"] + 2)
             posix.chdir(workdir)
-            drop_capabilities()
+            read_only_devices(spec["devices"])
         except OSError:  # nested user namespaces refused: bwrap's sized /work stays, inodes polled
             pass
+        drop_capabilities()  # whatever of the above failed: none of what a namespace gave is kept
         try:
             write_files(workdir, spec["files"])
         except OSError as exc:  # e.g. the files alone exceed the disk quota: the job's failure

@@ -23,6 +23,7 @@ __all__ = [
     "own_user_namespace",
     "prctl",
     "private_mounts",
+    "read_only_devices",
     "seccomp_install",
     "set_hostname",
     "spawn_in_pid_namespace",
@@ -52,7 +53,7 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 0x4000, 1 << 18
 _MNT_DETACH = 2
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
@@ -184,6 +185,15 @@ def own_user_namespace(extra_flags: int = 0) -> None:
 def private_mounts() -> None:
     """Stop mount events of this (new) mount namespace from propagating anywhere."""
     _check(_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(/, private)")
+
+
+def read_only_devices(paths: list[str]) -> None:
+    """Make the bind mounts of the device nodes at ``paths`` read-only (not ``nodev``): the devices
+    still read and write, but their inodes are the host's, and on a writable mount anyone who may
+    write a device may also set its times (``utime(path, None)``), which the host would see."""
+    flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
+    for path in paths:
+        _check(_mount(None, path.encode(), None, flags, None), f"read-only {path}")
 
 
 def mount_tmpfs(path: str, size: int, inodes: int) -> None:

@@ -49,6 +49,7 @@ try:
     )
     from retryctl.sandbox._inside_os import (
         CLONE_NEWIPC,
+        CLONE_NEWNET,
         CLONE_NEWNS,
         CLONE_NEWUTS,
         PR_SET_CHILD_SUBREAPER,
@@ -63,6 +64,7 @@ try:
         own_user_namespace,
         prctl,
         private_mounts,
+        read_only_devices,
         seccomp_install,
         set_hostname,
         spawn_in_pid_namespace,
@@ -115,8 +117,11 @@ class Worker:
         of its own when allowed, and in the Landlock tier a domain (a signal scope, or the whole
         filesystem rules where jobs cannot have namespaces) that also scopes its ``kill(-1)``."""
         if self.cfg["isolate"]:
+            # The Landlock tier also leaves the host's network namespace (bwrap made one already):
+            # a socket name a job gets, even one the kernel picks (autobind), is then nobody else's.
+            net = CLONE_NEWNET if self.cfg["worker_domain"] else 0
             try:  # first: a non-dumpable process may not write its own uid_map
-                own_user_namespace(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+                own_user_namespace(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | net)
                 self.isolated = True
             except OSError:
                 self.isolated = False
@@ -129,6 +134,7 @@ class Worker:
                 minimal_root(scratch, read_paths=self.cfg["read_paths"],
                              device_paths=self.cfg["device_paths"], keep=self.root,
                              pivot_nr=self.cfg["pivot_nr"])  # fmt: skip
+            read_only_devices(self.cfg["device_paths"])  # the host's device inodes: no utime
         if self.isolated:
             self.lifeline = posix.pipe()
         # The walk of a job's directory (without namespaces) holds one descriptor per level.
@@ -142,6 +148,12 @@ class Worker:
                 posix.mkdir(path, 0o700)
             except FileExistsError:
                 pass
+        if self.cfg["parent_pid"]:
+            # Last, after every credential change (which would reset it); a caller that died before
+            # it was set has already re-parented this worker.
+            prctl(PR_SET_PDEATHSIG, _SIGKILL)
+            if posix.getppid() != self.cfg["parent_pid"]:
+                posix._exit(125)
         abi = self.cfg["landlock_abi"]
         if self.cfg["worker_domain"]:
             # A domain handling filesystem rights would forbid the jobs' init its mounts.

@@ -26,6 +26,7 @@ from retryctl.sandbox._job import (
     make_result,
 )
 from retryctl.sandbox._launch import (
+    DEVICE_PATHS,
     allocate_uid,
     bwrap_argv,
     inside_program,
@@ -148,15 +149,27 @@ def _watch(proc: subprocess.Popen[bytes], init: tuple[int, int] | None, limits: 
         os.close(pidfd)
 
 
+def _kill_init(init: tuple[int, int] | None) -> None:
+    """SIGKILL the job's pid 1 through its pidfd, which takes its whole pid namespace with it. Killing
+    bwrap alone is not enough: the job is in a session of its own, and its death signal (bwrap's
+    ``--die-with-parent``) is a setting the job could clear if seccomp did not refuse it."""
+    if init is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(init[1], signal.SIGKILL)
+
+
 def _wait_namespace_gone(init: tuple[int, int] | None) -> None:
     """bwrap reports the job's exit before its pid 1 has finished killing the namespace; pid 1 exits
-    only once every process in it is gone, so waiting on pid 1 means no straggler outlives the call."""
+    only once every process in it is gone, so waiting on pid 1 means no straggler outlives the call.
+    A pid 1 still running when bwrap is gone (bwrap killed at the timeout) is killed, and waited for."""
     if init is None:
         return
     try:
         poller = select.poll()
         poller.register(init[1], select.POLLIN)
-        poller.poll(_TEARDOWN_MS)
+        if not poller.poll(_TEARDOWN_MS):
+            _kill_init(init)
+            poller.poll(_TEARDOWN_MS)
     finally:
         os.close(init[1])
 
@@ -170,7 +183,14 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
     info_r, info_w = os.pipe()
     argv = as_uid + bwrap_argv(mode="direct", work_bytes=int(wire["disk_bytes"]), info_fd=info_w)
     spec = marshal.dumps(
-        {"code": code, "files": files, "limits": wire, "seccomp": base_filter(), "status_fd": status_w},
+        {
+            "code": code,
+            "files": files,
+            "limits": wire,
+            "seccomp": base_filter(),
+            "status_fd": status_w,
+            "devices": DEVICE_PATHS,
+        },
         4,
     )
     killed_by = None
@@ -191,6 +211,7 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
             init = _sandbox_init(info_r)
             killed_by = _watch(proc, init, limits)
             if killed_by is not None:
+                _kill_init(init)
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             _wait_namespace_gone(init)

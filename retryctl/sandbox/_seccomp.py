@@ -9,8 +9,10 @@ Two programs:
 
 * :func:`base_filter` (compiled once per process, passed to bwrap by fd or installed by the Landlock-tier
   worker): refuses ``socket()`` (no network, not even loopback), namespace and mount syscalls, ptrace and
-  cross-process memory access, kernel-facing calls (bpf, perf, io_uring, keyrings, modules) and terminal
-  injection. It never blocks ``execve``: a job may run ``/usr/bin/*`` programs.
+  cross-process memory access, kernel-facing calls (bpf, perf, io_uring, keyrings, modules), terminal
+  injection, IPC, memfds, naming or addressing a socket (``bind``, ``connect``, addressed sends) and
+  clearing the death signal (``PR_SET_PDEATHSIG``). It never blocks ``execve``: a job may run
+  ``/usr/bin/*`` programs.
 * :func:`guard_filter`: a template stacked per job that refuses signals (and pidfds) aimed at the worker
   that forked the job, or at every process (``kill(-1)``); the worker writes its own pid at
   :attr:`GuardTemplate.pid_offsets` because only it knows its pid inside its pid namespace.
@@ -47,6 +49,7 @@ def _arg_lo(index: int) -> int:
 
 _CLONE_NEW_MASK = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
+_PR_SET_PDEATHSIG = 1
 _SIOC_FIRST, _SIOC_END = 0x8900, 0x8A00  # SIOCGIFCONF, SIOCGIFADDR...: network devices' config
 
 # Syscall numbers per architecture (x86_64 from arch/x86/entry/syscalls; aarch64 is asm-generic).
@@ -54,7 +57,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
     "x86_64": (
         0xC000003E,
         {
-            "socket": 41, "clone": 56, "clone3": 435, "ioctl": 16, "unshare": 272, "setns": 308,
+            "socket": 41, "prctl": 157, "clone": 56, "clone3": 435, "ioctl": 16, "unshare": 272, "setns": 308,
             "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "ptrace": 101,
             "process_vm_readv": 310, "process_vm_writev": 311, "kexec_load": 246,
             "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
@@ -70,7 +73,8 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
             "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
             "mq_notify": 244, "mq_getsetattr": 245, "memfd_create": 319, "memfd_secret": 447,
-            "connect": 42, "sendto": 44, "sendmsg": 46, "sendmmsg": 307, "inotify_init": 253,
+            "connect": 42, "bind": 49, "listen": 50, "sendto": 44, "sendmsg": 46, "sendmmsg": 307,
+            "inotify_init": 253,
             "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300,
             "fanotify_mark": 301, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
             "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
@@ -80,7 +84,8 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
     "aarch64": (
         0xC00000B7,
         {
-            "socket": 198, "clone": 220, "clone3": 435, "ioctl": 29, "unshare": 97, "setns": 268,
+            "socket": 198, "prctl": 167, "clone": 220, "clone3": 435, "ioctl": 29, "unshare": 97,
+            "setns": 268,
             "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "ptrace": 117,
             "process_vm_readv": 270, "process_vm_writev": 271, "kexec_load": 104,
             "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
@@ -96,7 +101,8 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
             "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
             "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185, "memfd_create": 279,
-            "memfd_secret": 447, "connect": 203, "sendto": 206, "sendmsg": 211, "sendmmsg": 269,
+            "memfd_secret": 447, "connect": 203, "bind": 200, "listen": 201, "sendto": 206,
+            "sendmsg": 211, "sendmmsg": 269,
             "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_init": 262,
             "fanotify_mark": 263, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
             "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
@@ -122,6 +128,10 @@ _DENIED = (
     # socket() is refused, so the only sockets are socketpair()s: connect, sendmsg (whose address
     # seccomp cannot read) and sendto with an address would reach a host unix socket by path.
     "connect", "sendmsg", "sendmmsg",
+    # A socketpair() socket can still be bound: to an abstract name that would live in the Landlock
+    # tier's network namespace (the host's), where it could squat a host service's name or receive
+    # what host processes send to it. No job needs a name on an already connected socket.
+    "bind", "listen",
     # Watching host paths (Landlock does not govern inotify), and extended attributes, a channel
     # between jobs through anything they share (shutil.copy2 takes EPERM as "not supported").
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
@@ -179,6 +189,13 @@ def base_filter() -> bytes:
     prog += _on_syscall(
         nrs["clone"],
         [_ins(_LD_W_ABS, _arg_lo(0)), _ins(_JSET_K, _CLONE_NEW_MASK, 0, 1), eperm,
+         _ins(_RET_K, _RET_ALLOW)],
+    )  # fmt: skip
+    # A job's death signal ties it to whoever started it (bwrap's --die-with-parent, a pool job's
+    # init): a job that cleared it could outlive a caller that is killed.
+    prog += _on_syscall(
+        nrs["prctl"],
+        [_ins(_LD_W_ABS, _arg_lo(0)), _ins(_JEQ_K, _PR_SET_PDEATHSIG, 0, 1), eperm,
          _ins(_RET_K, _RET_ALLOW)],
     )  # fmt: skip
     # Terminal injection, and the socket ioctls that list the host's interfaces and addresses.

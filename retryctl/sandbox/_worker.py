@@ -141,6 +141,9 @@ class WorkerProcess:
             "nproc_base": uid_procs + (3 if bwrap else 2),
             "scoped_kill": kill_all_is_scoped(self.tier),
             "one_shot": self.one_shot,
+            # Outside bubblewrap (whose --die-with-parent does it) the worker dies with this process:
+            # else a job would run on, unsupervised by any caller, until its own timeout.
+            "parent_pid": 0 if bwrap else os.getpid(),
         }
 
     def start(self) -> None:

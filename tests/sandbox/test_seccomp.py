@@ -140,3 +140,22 @@ class TestBaseFilterRound2:
             "send": "ok", "recv": "ok", "ifconf": "EPERM", "fionread": "ok", "inotify": "EPERM",
             "setxattr": "EPERM", "getxattr": "ok",
         }  # fmt: skip
+
+
+class TestBaseFilterRound3:
+    def test_blocks_naming_a_socket_and_clearing_the_death_signal(self):
+        got = probe(
+            f"""
+            seccomp_install({base_filter()!r})
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            print("bind_abstract=" + outcome(lambda: a.bind(b"\\0retryctl-probe")))
+            print("listen=" + outcome(lambda: socket.socketpair()[0].listen(1)))
+            print("pdeathsig=" + outcome(lambda: raw(157, 1, 0, 0, 0, 0)))
+            print("dumpable=" + outcome(lambda: raw(157, 4, 0, 0, 0, 0)))
+            print("socketpair=" + outcome(lambda: socket.socketpair()))
+            """
+        )
+        assert got == {
+            "bind_abstract": "EPERM", "listen": "EPERM", "pdeathsig": "EPERM", "dumpable": "ok",
+            "socketpair": "ok",
+        }  # fmt: skip
