@@ -23,6 +23,7 @@ from retryctl.agent._members import (
     ToolBackend,
     numbers_from_question,
     ungrounded_numbers,
+    unused_numbers,
 )
 from retryctl.agent._prompts import (
     DEMO_QUESTION,
@@ -56,4 +57,5 @@ __all__ = [
     "numbers_from_question",
     "parse_expression",
     "ungrounded_numbers",
+    "unused_numbers",
 ]

@@ -14,7 +14,8 @@ import asyncio
 import dataclasses
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -53,17 +54,44 @@ __all__ = [
 ]
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-UNIT_CONSTANTS = frozenset({*(str(n) for n in range(13)), "24", "60", "100", "1000"})
-"""Numbers an expression may use without the question saying them: the counts 0 to 12 (halving,
-doubling, a dozen, days of a week...) and the unit factors 24, 60, 100 and 1000."""
+_WORD = re.compile(r"[a-z]+")
+UNIT_CONSTANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "0": (),
+        "1": (),
+        "2": ("two", "twice", "double", "doubles", "half", "halves", "pair", "pairs", "both"),
+        "3": ("three", "triple", "third", "thirds"),
+        "4": ("four", "quarter", "quarters"),
+        "5": ("five",),
+        "6": ("six",),
+        "7": ("seven", "week", "weeks"),
+        "8": ("eight",),
+        "9": ("nine",),
+        "10": ("ten", "tenth", "tenths"),
+        "11": ("eleven",),
+        "12": ("twelve", "dozen", "dozens", "month", "months"),
+        "24": ("day", "days"),
+        "60": ("hour", "hours", "minute", "minutes"),
+        "100": ("percent", "%", "cent", "cents", "century"),
+        "1000": ("thousand", "thousands", "kilogram", "kilograms", "kilometre", "kilometres", "kilometer",
+                 "kilometers", "km", "kg", "litre", "litres", "liter", "liters", "gram", "grams"),
+    }
+)  # fmt: skip
+"""Numbers an expression may use without the question writing them as digits, each with the words
+that imply it: ``2`` for "twice" or "half", ``12`` for "dozen", ``60`` for "hours"... ``0`` and ``1``
+need no word. A constant without its word in the question is invented: ``5 * 3 + 2`` for "5 trays of 3
+cookies" copies the prompt's example, not the problem."""
 
 NUMBERS_CHECK = "numbers_from_question"
-"""The name of the check that an expression uses only the question's numbers (and UNIT_CONSTANTS)."""
+"""The name of the check that an expression uses the question's numbers, all of them, and no others
+(UNIT_CONSTANTS aside)."""
 
-# The check's finding, as the candidate's text and the refine feedback quote it. Its own numbers are
-# not the user's: a refine round that quotes "uses 2" must not make 2 a number of the question.
+# The check's findings, as the candidate's text and the refine feedback quote them. Their own numbers
+# are not the user's: a refine round that quotes "uses 2" must not make 2 a number of the question.
+_USES = r"uses [0-9., and]+?, which (?:is|are) not in the question"
+_LEAVES_OUT = r"leaves out [0-9., and]+?, which the question gives"
 _FINDING = re.compile(
-    r"""the expression (?:'[^']*'|"[^"]*") uses [0-9., and]+?, which (?:is|are) not in the question"""
+    rf"""the expression (?:'[^']*'|"[^"]*") (?:{_USES}(?:; it also {_LEAVES_OUT})?|{_LEAVES_OUT})"""
 )
 
 
@@ -72,27 +100,60 @@ def _canonical(number: str) -> str:
 
 
 def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
-    """The numbers of ``expression`` that neither the user's messages nor :data:`UNIT_CONSTANTS` contain.
+    """The numbers of ``expression`` that the user's messages neither give nor imply (:data:`UNIT_CONSTANTS`).
 
     An expression that translates the problem uses the problem's numbers; one that invents ``50000``
     for "What is the capital of France?" evaluates exactly and agrees with itself, and is still wrong.
     Numbers compare as written values (``2.50`` is ``2.5``, ``1,200`` is ``1200``); each is listed once.
     """
-    said = {
-        _canonical(n)
+    text = " ".join(
+        _FINDING.sub("", str(m.get("content") or "")).replace(",", "")
         for m in messages
         if m.get("role") == "user"
-        for n in _NUMBER.findall(_FINDING.sub("", str(m.get("content") or "")).replace(",", ""))
-    }
+    )
+    said = {_canonical(n) for n in _NUMBER.findall(text)}
+    words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
     used = [_canonical(n) for n in _NUMBER.findall(expression)]
-    return list(dict.fromkeys(n for n in used if n not in said and n not in UNIT_CONSTANTS))
+    return list(dict.fromkeys(n for n in used if n not in said and not _implied(n, words)))
 
 
-def _finding(expression: str, invented: list[str]) -> str:
-    """The check's evidence: ``the expression '7 * 8 - 2' uses 2, which is not in the question``."""
-    listed = invented[0] if len(invented) == 1 else f"{', '.join(invented[:-1])} and {invented[-1]}"
-    verb = "is" if len(invented) == 1 else "are"
-    return f"the expression {expression!r} uses {listed}, which {verb} not in the question"
+def _implied(number: str, words: set[str]) -> bool:
+    """Whether ``number`` is a constant the question's ``words`` imply (0 and 1 always are)."""
+    implying = UNIT_CONSTANTS.get(number)
+    return implying is not None and (not implying or not words.isdisjoint(implying))
+
+
+def unused_numbers(expression: str, messages: list[Message]) -> list[str]:
+    """The numbers of the question (the first user message) that ``expression`` does not use.
+
+    A translation of an arithmetic word problem uses every number the problem gives: ``5 * 3 - 2`` for
+    "7 boxes of 8 crayons, she loses 5" copies the prompt's example, evaluates exactly, agrees with
+    itself, and is wrong. (A problem with a number that plays no part, such as a year, is refused
+    too: the check trades those for never accepting a copied or half-read translation.)
+    """
+    question = next((m for m in messages if m.get("role") == "user"), None)
+    if question is None:
+        return []
+    text = _FINDING.sub("", str(question.get("content") or "")).replace(",", "")
+    used = {_canonical(n) for n in _NUMBER.findall(expression)}
+    return list(dict.fromkeys(n for n in map(_canonical, _NUMBER.findall(text)) if n not in used))
+
+
+def _listed(numbers: list[str]) -> str:
+    return numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}"
+
+
+def _finding(expression: str, invented: Sequence[str], left_out: Sequence[str] = ()) -> str:
+    """The check's evidence: ``the expression '5 * 3 - 2' uses 3 and 2, which are not in the
+    question; it also leaves out 7 and 8, which the question gives`` (either part alone when only it
+    applies)."""
+    parts = []
+    if invented:
+        verb = "is" if len(invented) == 1 else "are"
+        parts.append(f"uses {_listed(list(invented))}, which {verb} not in the question")
+    if left_out:
+        parts.append(f"leaves out {_listed(list(left_out))}, which the question gives")
+    return f"the expression {expression!r} {'; it also '.join(parts)}"
 
 
 def numbers_from_question(text: str) -> ValidatorResult:
@@ -240,8 +301,9 @@ class ToolBackend:
         except ValueError as exc:
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{exc}", answer=None)
         invented = ungrounded_numbers(expression, messages) if messages is not None else []
-        if invented:
-            why = _finding(expression, invented)  # read back by numbers_from_question
+        left_out = unused_numbers(expression, messages) if messages is not None else []
+        if invented or left_out:
+            why = _finding(expression, invented, left_out)  # read back by numbers_from_question
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{why}", answer=None)
         call = {
             "name": self.tool.name,

@@ -70,11 +70,13 @@ class TestBuildDemoGraph:
 
     def test_an_invented_number_is_named_in_the_refine_feedback(self) -> None:
         # The expressions agree with each other, but 15 is not a number of the question.
-        scripted = model(["10", "15", "13", "2", "9"], "7 * 8 - 15")
+        scripted = model(["10", "15", "13", "2", "9"], "7 * 8 - 5 - 15")
         run = capture_verdicts(build_demo_graph(model=scripted), QUESTION, CONFIG)
         assert run.actions == ["switch", "refine", "switch", "ask_user"]
         assert [v["target"] for v in run.verdicts] == ["small", "calculator", "calculator", "python"]
-        finding = "numbers_from_question: the expression '7 * 8 - 15' uses 15, which is not in the question"
+        finding = (
+            "numbers_from_question: the expression '7 * 8 - 5 - 15' uses 15, which is not in the question"
+        )
         refine = run.verdicts[1]["verdict"]
         assert refine["reason"] == f"failed check(s) {finding}"
         assert (
@@ -88,7 +90,7 @@ class TestBuildDemoGraph:
 
     def test_without_a_person_ask_user_ends_the_run_as_needs_user(self) -> None:
         # Every expression is refused, by the calculator and by python: nothing agrees anywhere.
-        graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * (8"))
+        graph = build_demo_graph(model=model(["10", "15", "13", "2", "9"], "7 * (8 - 5"))
         run = capture_verdicts(graph, QUESTION, CONFIG)
         assert run.actions == ["switch", "switch", "refine", "ask_user"]
         assert [v["target"] for v in run.verdicts] == ["small", "calculator", "python", "python"]
@@ -97,7 +99,7 @@ class TestBuildDemoGraph:
 
     def test_an_interactive_run_pauses_and_takes_the_persons_answer(self) -> None:
         graph = build_demo_graph(
-            model=model(["10", "15", "13", "2", "9"], "7 * (8"),
+            model=model(["10", "15", "13", "2", "9"], "7 * (8 - 5"),
             interactive=True,
             checkpointer=InMemorySaver(),
         )

@@ -15,6 +15,7 @@ from retryctl.agent import (
     demo_equivalence,
     numbers_from_question,
     ungrounded_numbers,
+    unused_numbers,
 )
 from retryctl.controller import Observation, Tally, ValidatorResult, decide
 from retryctl.exceptions import ConfigError
@@ -38,11 +39,11 @@ class TestAnswerBackend:
 
 class TestToolBackend:
     def test_the_calculator_evaluates_each_expression_exactly(self) -> None:
-        model = ScriptedBackend(['{"expression": "7 * 8 - 5"}', '{"expression": "1 / 3"}'], model="m")
+        model = ScriptedBackend(['{"expression": "7 * 8 - 5"}', '{"expression": "7 / (8 - 5)"}'], model="m")
         tool = ToolBackend(model, CalculatorTool())
         first, second = tool.sample_sync(Q, SamplingParams(temperature=0.9, seed=1), k=2)
         assert (first.text, first.answer) == ("7 * 8 - 5 = 51", "51")
-        assert (second.answer, demo_equivalence(second.text)) == ("1/3", "1/3")
+        assert (second.answer, demo_equivalence(second.text)) == ("7/3", "7/3")
         [call] = model.calls
         assert call.params.response_format is not None
         assert call.params.response_format["json_schema"]["name"] == "expression"
@@ -50,7 +51,7 @@ class TestToolBackend:
         assert tool.name == "calculator"
 
     def test_a_refused_expression_is_a_candidate_without_an_answer(self) -> None:
-        model = ScriptedBackend(['{"expression": "7 * * 8"}', "not json"], model="m")
+        model = ScriptedBackend(['{"expression": "7 * * 8 - 5"}', "not json"], model="m")
         bad, garbage = ToolBackend(model, CalculatorTool()).sample_sync(Q, k=2)
         assert bad.answer is None and bad.text.startswith(NO_ANSWER) and "calculator" in bad.text
         assert garbage.answer is None and "not JSON" in garbage.text
@@ -61,18 +62,20 @@ class TestToolBackend:
         model = ScriptedBackend(
             [
                 '{"expression": "Mia has 7 * 8 - 5"}',
-                '{"expression": "7 - 5 = 2 boxes"}',
+                '{"expression": "7 * 8 - 5 = 51 crayons"}',
                 '{"expression": "a"}',
             ],
             model="m",
         )
         prose, equation, words = ToolBackend(model, CalculatorTool()).sample_sync(Q, k=3)
         assert (prose.text, prose.answer) == ("7 * 8 - 5 = 51", "51")
-        assert (equation.text, equation.answer) == ("7 - 5 = 2", "2")
-        assert words.answer is None and "calculator refused 'a'" in words.text
+        assert (equation.text, equation.answer) == ("7 * 8 - 5 = 51", "51")
+        assert words.answer is None and "leaves out 7, 8 and 5" in words.text
 
     def test_python_runs_the_expression_in_the_sandbox(self) -> None:
-        model = ScriptedBackend(['{"expression": "7 * 8 - 5"}', '{"expression": "1 / 0"}'], model="m")
+        model = ScriptedBackend(
+            ['{"expression": "7 * 8 - 5"}', '{"expression": "(7 * 8 - 5) / 0"}'], model="m"
+        )
         ok, failed = asyncio.run(ToolBackend(model, PythonTool()).sample(Q, k=2))
         assert (ok.text, ok.answer) == ("7 * 8 - 5 = 51", "51")
         assert failed.answer is None and "python refused" in failed.text
@@ -103,8 +106,8 @@ class TestToolBackend:
 
 class TestUngroundedNumbers:
     def test_numbers_of_the_question_and_unit_constants_are_grounded(self) -> None:
-        question = [{"role": "user", "content": "A 1,200 m walk at 2.50 m/s, plus 45 s rest?"}]
-        assert ungrounded_numbers("1200 / 2.5 + 45 + 60 * 0", question) == []
+        question = [{"role": "user", "content": "A 1,200 m walk at 2.50 m/s, plus 45 s rest, in minutes?"}]
+        assert ungrounded_numbers("(1200 / 2.5 + 45) / 60", question) == []
         assert ungrounded_numbers("1200 / 3.5 + 46", question) == ["3.5", "46"]
 
     def test_only_the_users_messages_count(self) -> None:
@@ -126,21 +129,73 @@ class TestUngroundedNumbers:
     def test_each_invented_number_is_named_once(self) -> None:
         assert ungrounded_numbers("15 * 40 + 15", Q) == ["15", "40"]
 
-    def test_the_documented_constants_are_grounded(self) -> None:
-        assert {"1", "2", "7", "10", "12", "24", "60", "100"} <= UNIT_CONSTANTS
-        assert ungrounded_numbers("7 * 24 * 60 / 100 + 12 + 2", Q) == []
+    def test_a_constant_is_grounded_by_the_word_that_implies_it(self) -> None:
+        assert {"1", "2", "7", "10", "12", "24", "60", "100"} <= UNIT_CONSTANTS.keys()
+        said = [{"role": "user", "content": "For 3 days, twice an hour, a dozen eggs: what percent?"}]
+        assert ungrounded_numbers("3 * 24 * 60 * 2 / 100 + 12 + 1 + 0", said) == []
+
+    def test_a_constant_without_its_word_is_invented(self) -> None:
+        # The prompt's example is 5 * 3 - 2; copying its "- 2" into another problem invents the 2.
+        trays = [{"role": "user", "content": "There are 5 trays with 3 cookies in each. How many cookies?"}]
+        assert ungrounded_numbers("5 * 3 + 2", trays) == ["2"]
+        assert ungrounded_numbers("5 * 3 * 60", trays) == ["60"]
+        assert ungrounded_numbers("5 * 3 + 1 - 0", trays) == []  # 0 and 1 need no word
+
+    def test_numbers_written_as_words_ground_their_digits(self) -> None:
+        said = [{"role": "user", "content": "Mia has seven boxes of 8 crayons and loses half of them."}]
+        assert ungrounded_numbers("7 * 8 / 2", said) == []
+
+
+class TestUnusedNumbers:
+    def test_a_copy_of_the_prompts_example_leaves_out_the_questions_numbers(self) -> None:
+        # The one-shot example's expression is 5 * 3 - 2; the question gives 7, 8 and 5.
+        assert unused_numbers("5 * 3 - 2", Q) == ["7", "8"]
+        assert unused_numbers("7 * 8 - 5", Q) == []
+        assert unused_numbers("(7 * 8) - 5 + 0", Q) == []
+
+    def test_only_the_question_counts_not_later_rounds(self) -> None:
+        finding = "the expression '5 * 3 - 2' leaves out 7 and 8, which the question gives"
+        refined = [
+            *Q,
+            {"role": "assistant", "content": f"{NO_ANSWER}{finding}"},
+            {"role": "user", "content": f"The answer failed these checks: {NUMBERS_CHECK}: {finding}. 99"},
+        ]
+        assert unused_numbers("7 * 8 - 5", refined) == []
+
+    def test_numbers_compare_as_written_values(self) -> None:
+        question = [{"role": "user", "content": "A 1,200 m walk at 2.50 m/s?"}]
+        assert unused_numbers("1200 / 2.5", question) == []
+        assert unused_numbers("1200 / 2", question) == ["2.5"]
+
+    def test_a_copied_expression_is_refused_with_the_numbers_named(self) -> None:
+        model = ScriptedBackend(['{"expression": "5 * 3 - 2"}'])
+        [cand] = ToolBackend(model, CalculatorTool()).sample_sync(Q)
+        finding = (
+            "the expression '5 * 3 - 2' uses 3 and 2, which are not in the question; "
+            "it also leaves out 7 and 8, which the question gives"
+        )
+        assert cand.answer is None and cand.text == f"{NO_ANSWER}{finding}"
+        assert numbers_from_question(cand.text) == ValidatorResult(NUMBERS_CHECK, False, finding)
 
 
 class TestNumbersFromQuestion:
     @pytest.mark.parametrize(
         ("expression", "evidence"),
         [
-            ("7 * 8 - 15", "the expression '7 * 8 - 15' uses 15, which is not in the question"),
-            ("15 * 40 - 5", "the expression '15 * 40 - 5' uses 15 and 40, which are not in the question"),
             (
-                "13 + 14 + 15",
-                "the expression '13 + 14 + 15' uses 13, 14 and 15, which are not in the question",
+                "7 * 8 - 15",
+                "the expression '7 * 8 - 15' uses 15, which is not in the question; "
+                "it also leaves out 5, which the question gives",
             ),
+            (
+                "7 * 8 * 40 - 5 - 15",
+                "the expression '7 * 8 * 40 - 5 - 15' uses 40 and 15, which are not in the question",
+            ),
+            (
+                "7 + 8 + 5 + 13 + 14 + 15",
+                "the expression '7 + 8 + 5 + 13 + 14 + 15' uses 13, 14 and 15, which are not in the question",
+            ),
+            ("7 * 8", "the expression '7 * 8' leaves out 5, which the question gives"),
         ],
     )
     def test_an_invented_number_fails_the_check_naming_it(self, expression: str, evidence: str) -> None:
@@ -152,7 +207,7 @@ class TestNumbersFromQuestion:
         model = ScriptedBackend(['{"expression": "Mia\'s 15"}'], model="m")
         [cand] = ToolBackend(model, CalculatorTool()).sample_sync(Q)
         result = numbers_from_question(cand.text)
-        assert not result.passed and result.evidence.endswith("uses 15, which is not in the question")
+        assert not result.passed and "uses 15, which is not in the question" in result.evidence
 
     @pytest.mark.parametrize(
         "text",
@@ -167,7 +222,7 @@ class TestNumbersFromQuestion:
         assert numbers_from_question(text) == ValidatorResult(NUMBERS_CHECK, True)
 
     def test_the_refine_feedback_names_the_check_and_the_number(self) -> None:
-        model = ScriptedBackend(['{"expression": "7 * 8 - 15"}'] * 3, model="m")
+        model = ScriptedBackend(['{"expression": "7 * 8 - 5 - 15"}'] * 3, model="m")
         candidates = ToolBackend(model, CalculatorTool()).sample_sync(Q, k=3)
         verdict = decide(
             Observation(
@@ -178,7 +233,7 @@ class TestNumbersFromQuestion:
         )
         assert verdict.action == "refine"
         assert verdict.feedback == (
-            "The answer failed these checks: numbers_from_question: the expression '7 * 8 - 15' uses 15, "
-            "which is not in the question. Correct it and answer again."
+            "The answer failed these checks: numbers_from_question: the expression '7 * 8 - 5 - 15' uses "
+            "15, which is not in the question. Correct it and answer again."
         )
         assert "consistent" not in verdict.feedback
