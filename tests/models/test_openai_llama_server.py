@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from retryctl.agent import EXPRESSION_FORMAT
+from retryctl.audit import verify_log
 from retryctl.models import CapabilityRegistry, OpenAIBackend, SamplingParams
 from tests.models.conftest import needs_llama
 
@@ -70,6 +71,25 @@ class TestOpenAIBackendOnLlamaServer:
 
 @needs_llama
 class TestDemoOnLlamaServer:
+    def test_the_built_in_question_is_answered_through_the_servers_json_mode(self, llama_server, tmp_path):
+        """README's demo, through a real llama.cpp server that refuses json_schema: the calculator's
+        expressions arrive through the next rung and the step accepts (exit 0)."""
+        log = tmp_path / "demo.jsonl"
+        args = ["demo", "--base-url", llama_server, "--model-name", "smollm2", "--log", str(log)]
+        proc = subprocess.run(
+            [str(RETRYCTL), *args],
+            cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "answer: " in proc.stdout
+        assert "by calculator" in proc.stdout or "by python" in proc.stdout
+        assert "Traceback" not in proc.stdout + proc.stderr
+        # The refusal is one warning line on stderr, never in the command's output.
+        warnings = [line for line in proc.stderr.splitlines() if "capability_refused" in line]
+        assert warnings and all(line.startswith("warning: ") for line in warnings), proc.stderr
+        assert "capability_refused" not in proc.stdout
+        assert verify_log(log).ok
+
     def test_the_demo_answers_through_base_url_with_its_tools_producing_expressions(
         self, llama_server, tmp_path
     ):
