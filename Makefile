@@ -72,9 +72,11 @@ $(BIN)/python:
 # never load are skipped. Override LLAMA_CMAKE_ARGS for an older CPU (docs/models.md).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export CMAKE_ARGS := $(LLAMA_CMAKE_ARGS) -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
+# The range of pyproject.toml's `local` extra (and of REBUILD_HINT in retryctl/models/_build_check.py).
 LLAMA_SPEC := llama-cpp-python>=0.3.7,<0.4
-# pip's wheel cache would reuse a wheel built earlier with other flags; ours is keyed by the flags instead.
-LLAMA_WHEELS := $(HOME)/.cache/retryctl/llama-wheels/$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-16)
+# pip's wheel cache would reuse a wheel built earlier with other flags; ours is keyed by the flags and
+# the range instead.
+LLAMA_WHEELS := $(HOME)/.cache/retryctl/llama-wheels/$(shell printf '%s' '$(CMAKE_ARGS) $(LLAMA_SPEC)' | sha256sum | cut -c1-16)
 LLAMA_PIN = llama-cpp-python==$$(ls $(LLAMA_WHEELS) | sed -n 's/^llama_cpp_python-\([^-]*\)-.*/\1/p' | sort -V | tail -n 1)
 INSTALL_LOCAL = $(BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python
 

@@ -1,14 +1,15 @@
 """Does the installed llama.cpp run on this CPU? Checked in a child process, remembered per build.
 
-A llama.cpp compiled for the build host's CPUID can die with SIGILL on a host whose CPU reports an
-instruction set its VM cannot execute (AMX on this project's machines: ``tilezero`` in
-``ggml_backend_amx_mul_mat``, for any prompt longer than one token). A native crash ends the process at
+A llama.cpp compiled for the build host's CPUID can die on a host whose CPU reports an instruction set
+its VM cannot execute (AMX on this project's machines, for any prompt longer than one token: SIGILL on
+``tilezero`` in ``ggml_backend_amx_mul_mat``, or SIGSEGV on ``ldtilecfg``). A native crash ends the process at
 once, so no ``except`` can turn it into a message: a child process loads the model and decodes a prompt
 of several tokens instead, and its exit status becomes a :class:`BuildCheck`.
 
 The answer is cached per build (a file under ``$XDG_CACHE_HOME/retryctl``), keyed by the llama.cpp
 libraries (path, size, mtime), the GGUF file, the interpreter and the CPU's flags: a rebuild, another
-venv or another CPU is checked again, a second ``retryctl demo`` is not.
+venv or another CPU is checked again, a second ``retryctl demo`` is not. Only answers about the build
+are kept (it ran, or it died of an instruction fault); a timeout under load is checked again.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _signal_problem(signum: int) -> str:
     except ValueError:
         name = f"signal {signum}"
     meaning = _SIGNAL_MEANINGS.get(signum, "a native crash")
-    what = f"the embedded model's llama.cpp crashed with {name} ({meaning}) while decoding"
+    what = f"the embedded model's llama.cpp crashed with {name} ({meaning}) while loading or decoding"
     if signum in _INSTRUCTION_FAULTS:
         # An instruction the VM cannot run faults as SIGILL (tilezero) or, for AMX's ldtilecfg without
         # the OS-enabled tile state, as a general-protection fault that the kernel delivers as SIGSEGV.
@@ -90,7 +91,7 @@ def _signal_problem(signum: int) -> str:
             f"or one made on a host whose CPU reports more than this machine runs, such as AMX in a VM); "
             f"rebuild it portably: {REBUILD_HINT} (docs/models.md)"
         )
-    return f"{what}; reinstall it: {REBUILD_HINT} (docs/models.md)"
+    return f"{what}; if it happens again, reinstall it: {REBUILD_HINT} (docs/models.md)"
 
 
 def _last_line(text: str) -> str:
@@ -98,12 +99,16 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def probe_child(argv: Sequence[str], *, timeout_s: float) -> str | None:
-    """Run ``argv`` to completion; ``None`` if it exited 0, else the problem in one line.
+@dataclass(frozen=True)
+class _Probe:
+    problem: str | None
+    """``None`` when the child exited 0."""
+    of_the_build: bool
+    """Whether the outcome says something about the build (success, or an instruction fault) and may
+    be remembered; a timeout under load, an OOM kill or a missing file says nothing about it."""
 
-    A death by signal is named (SIGILL: rebuilt portably); a non-zero exit quotes the child's last
-    line of stderr, where the probe writes what it could not do.
-    """
+
+def _probe(argv: Sequence[str], timeout_s: float) -> _Probe:
     try:
         done = subprocess.run(
             list(argv),
@@ -115,14 +120,27 @@ def probe_child(argv: Sequence[str], *, timeout_s: float) -> str | None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return f"the embedded model did not load and decode within {timeout_s:g} s in a child process"
+        problem = f"the embedded model did not load and decode within {timeout_s:g} s in a child process"
+        return _Probe(problem, of_the_build=False)
     except OSError as exc:
-        return f"could not start the model check ({argv[0]}): {exc.strerror or exc}"
+        return _Probe(
+            f"could not start the model check ({argv[0]}): {exc.strerror or exc}", of_the_build=False
+        )
     if done.returncode == 0:
-        return None
+        return _Probe(None, of_the_build=True)
     if done.returncode < 0:
-        return _signal_problem(-done.returncode)
-    return f"the embedded model does not run: {_last_line(done.stderr)}"
+        signum = -done.returncode
+        return _Probe(_signal_problem(signum), of_the_build=signum in _INSTRUCTION_FAULTS)
+    return _Probe(f"the embedded model does not run: {_last_line(done.stderr)}", of_the_build=False)
+
+
+def probe_child(argv: Sequence[str], *, timeout_s: float) -> str | None:
+    """Run ``argv`` to completion; ``None`` if it exited 0, else the problem in one line.
+
+    A death by signal is named (SIGILL or SIGSEGV: rebuild portably); a non-zero exit quotes the
+    child's last line of stderr, where the probe writes what it could not do.
+    """
+    return _probe(argv, timeout_s).problem
 
 
 def _cpu_flags() -> str:
@@ -213,7 +231,8 @@ def check_embedded_build(*, timeout_s: float = 180.0, refresh: bool = False) -> 
         return BuildCheck(
             ok=bool(known["ok"]), problem=str(problem) if problem else None, key=key, cached=True
         )
-    problem = probe_child([sys.executable, "-m", _PROBE_MODULE], timeout_s=timeout_s)
-    entries[key] = {"ok": problem is None, "problem": problem}
-    _write_cache(path, entries)
-    return BuildCheck(ok=problem is None, problem=problem, key=key)
+    probe = _probe([sys.executable, "-m", _PROBE_MODULE], timeout_s)
+    if probe.of_the_build:
+        entries[key] = {"ok": probe.problem is None, "problem": probe.problem}
+        _write_cache(path, entries)
+    return BuildCheck(ok=probe.problem is None, problem=probe.problem, key=key)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from retryctl.models import check_embedded_build
-from retryctl.models._build_check import REBUILD_HINT, build_key, native_libraries, probe_child
+from retryctl.models._build_check import REBUILD_HINT, _probe, build_key, native_libraries, probe_child
 from tests.models.conftest import needs_llama
 
 
@@ -55,6 +55,22 @@ class TestProbeChild:
     def test_a_missing_program_is_a_problem_not_an_exception(self, tmp_path: Path) -> None:
         problem = probe_child([str(tmp_path / "no-such-python")], timeout_s=5)
         assert problem is not None and "could not start the model check" in problem
+
+
+class TestWhatIsRemembered:
+    @pytest.mark.parametrize(
+        ("code", "remembered"),
+        [
+            ("pass", True),  # it ran
+            ("import os, signal; os.kill(os.getpid(), signal.SIGILL)", True),  # the build's fault
+            ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", True),  # AMX's ldtilecfg here
+            ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", False),  # the OOM killer, say
+            ("import sys; sys.exit(1)", False),  # a missing file, a bad install: checked again
+            ("import time; time.sleep(60)", False),  # a slow, loaded machine
+        ],
+    )
+    def test_only_outcomes_about_the_build_are_kept(self, code: str, remembered: bool) -> None:
+        assert _probe(_python(code), 0.5 if "sleep" in code else 30).of_the_build is remembered
 
 
 @needs_llama
