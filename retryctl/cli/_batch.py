@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
-from retryctl.audit import DecisionLog, verify_log
+from retryctl.audit import DecisionLog
 from retryctl.batch import (
     DEFAULT_GRAPH,
     BatchConfig,
@@ -39,6 +39,7 @@ from retryctl.batch import (
     run_batch,
     summarise_results,
 )
+from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
 
@@ -107,8 +108,6 @@ def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], 
         _fail(str(exc))
     except OSError as exc:  # a directory, no permission: say so in one line, not a traceback
         _fail(f"{tasks_path}: cannot read the task file: {exc.strerror or exc}")
-    if out.is_dir():
-        _fail(f"{out}: --out is a directory; give the results file's path")
     try:
         finished = read_results(out).finished  # first: a file that is not ours is named as such
     except TaskFormatError as exc:
@@ -140,24 +139,18 @@ def _open_log(path: Path, console: Console, *, resume: bool) -> DecisionLog:
     the line. A log whose chain is broken anywhere else, or a file that is not a decision log, is
     never appended to: exit 2, its bytes unchanged.
     """
-    hint = " (pass --resume to continue a crashed batch: a torn last line is then cut and recorded)"
     try:
-        report = verify_log(path) if path.exists() else None
+        decision_log = open_verified(path, repair=resume)
     except OSError as exc:
         _fail(f"--log {path}: cannot read the decision log: {exc.strerror or exc}")
-    if report is not None and report.error is not None:
-        error = report.error
-        torn = error.problem.startswith("torn tail")  # always the last line
-        if not (resume and torn):
-            broken = "; not appending to a broken chain (or to a file that is not a decision log)"
-            _fail(f"decision log: {error}{hint if torn else broken}")
-    try:
-        decision_log = DecisionLog(path, repair=resume)
     except UsageError as exc:
         _fail(str(exc))
     except LogIntegrityError as exc:
-        torn = not resume and "torn tail" in exc.problem
-        _fail(f"decision log: {exc}{hint if torn else ''}")
+        if exc.problem.startswith(TORN_TAIL):
+            hint = " (pass --resume to continue a crashed batch: a torn last line is then cut and recorded)"
+        else:
+            hint = "; not appending to a broken chain (or to a file that is not a decision log)"
+        _fail(f"decision log: {exc}{hint}")
     if decision_log.repaired_bytes:
         console.print(
             f"[yellow]{path}: repaired a torn last line left by a crash: cut "

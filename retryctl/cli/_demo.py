@@ -22,8 +22,9 @@ from rich.prompt import Prompt
 
 from retryctl._log import one_line
 from retryctl.audit import DecisionLog, verify_log
+from retryctl.cli._logs import open_verified
 from retryctl.cli._model_check import require_embedded_build
-from retryctl.exceptions import LogIntegrityError
+from retryctl.exceptions import LogIntegrityError, UsageError
 
 __all__ = ["EXIT_CODES", "demo"]
 
@@ -214,14 +215,11 @@ def _check_setup(
 
 
 def _open_log(path: Path) -> DecisionLog:
-    """The decision log, appended to; a file that is not one, or whose chain is broken anywhere (the
-    writer itself checks only the tail), is left as it is: exit 2."""
+    """The decision log, appended to; a file that is not one, or whose chain is broken anywhere, is
+    left as it is: exit 2."""
     try:
-        report = verify_log(path) if path.exists() and path.stat().st_size else None
-        if report is not None and report.error is not None:
-            raise report.error
-        return DecisionLog(path)
-    except (LogIntegrityError, OSError) as exc:
+        return open_verified(path)
+    except (LogIntegrityError, UsageError, OSError) as exc:
         typer.echo(f"error: --log {os.fspath(path)}: {one_line(exc)}; nothing was written to it", err=True)
         raise typer.Exit(_SETUP_EXIT) from None
 
