@@ -95,8 +95,14 @@ _FINDING = re.compile(
 )
 
 
-def _canonical(number: str) -> str:
-    return number.rstrip("0").rstrip(".") if "." in number else number
+def _numbers(text: str) -> list[str]:
+    """The numbers written in ``text`` as values (``2.50`` is ``2.5``, ``1,200`` is ``1200``)."""
+    return [n.rstrip("0").rstrip(".") if "." in n else n for n in _NUMBER.findall(text.replace(",", ""))]
+
+
+def _users_words(message: Message) -> str:
+    """A user message's text without the check's own findings quoted back in a refine round."""
+    return _FINDING.sub("", str(message.get("content") or ""))
 
 
 def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
@@ -106,15 +112,10 @@ def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
     for "What is the capital of France?" evaluates exactly and agrees with itself, and is still wrong.
     Numbers compare as written values (``2.50`` is ``2.5``, ``1,200`` is ``1200``); each is listed once.
     """
-    text = " ".join(
-        _FINDING.sub("", str(m.get("content") or "")).replace(",", "")
-        for m in messages
-        if m.get("role") == "user"
-    )
-    said = {_canonical(n) for n in _NUMBER.findall(text)}
+    text = " ".join(_users_words(m) for m in messages if m.get("role") == "user")
+    said = set(_numbers(text))
     words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
-    used = [_canonical(n) for n in _NUMBER.findall(expression)]
-    return list(dict.fromkeys(n for n in used if n not in said and not _implied(n, words)))
+    return list(dict.fromkeys(n for n in _numbers(expression) if n not in said and not _implied(n, words)))
 
 
 def _implied(number: str, words: set[str]) -> bool:
@@ -134,9 +135,8 @@ def unused_numbers(expression: str, messages: list[Message]) -> list[str]:
     question = next((m for m in messages if m.get("role") == "user"), None)
     if question is None:
         return []
-    text = _FINDING.sub("", str(question.get("content") or "")).replace(",", "")
-    used = {_canonical(n) for n in _NUMBER.findall(expression)}
-    return list(dict.fromkeys(n for n in map(_canonical, _NUMBER.findall(text)) if n not in used))
+    used = set(_numbers(expression))
+    return list(dict.fromkeys(n for n in _numbers(_users_words(question)) if n not in used))
 
 
 def _listed(numbers: list[str]) -> str:
