@@ -353,15 +353,3 @@ class Breaker:
     async def astates(self) -> dict[str, str]:
         """Async :meth:`states`."""
         return await self._call(self.states)
-
-    async def aadmit(self, key: str) -> Admission:
-        """Async :meth:`admit`."""
-        return await self._call(self.admit, key)
-
-    async def areport(self, key: str, *, failed: bool) -> StoreFault | None:
-        """Async :meth:`report`."""
-        return await self._call(self.report, key, failed=failed)
-
-    async def asnapshot(self) -> tuple[dict[str, str], StoreFault | None]:
-        """Async :meth:`snapshot`."""
-        return await self._call(self.snapshot)
