@@ -71,6 +71,29 @@ def _controller(data: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _middleware(data: dict[str, Any]) -> list[Row]:
+    return [
+        row("bare create_agent, scripted model + no-op tool, per run", f"{data['bare_step_ms']:.3f} ms"),
+        row("create_agent + RetryController + DecisionLog, per run", f"{data['controlled_step_ms']:.3f} ms"),
+        row(
+            "  the same without a DecisionLog, per run",
+            f"{data['unlogged_step_ms']:.3f} ms ({data['ratio_unlogged']:.3f}x bare)",
+        ),
+        row(
+            "middleware overhead: controlled / bare",
+            f"{data['ratio']:.3f}x",
+            "<= 1.10x",
+            data["ratio"] <= 1.10,
+        ),
+        row(
+            "middleware overhead per decision",
+            f"{data['per_decision_ms']:.3f} ms",
+            "<= 0.5 ms",
+            data["per_decision_ms"] <= 0.5,
+        ),
+    ]
+
+
 def _decide(data: dict[str, Any]) -> list[Row]:
     median, target = float(data["median_us"]), float(data["target_us"])
     return [row("one decide() call, median", f"{median:.1f} µs", f"<= {target:.0f} µs", median <= target)]
@@ -163,6 +186,7 @@ def benches(bank: Path) -> list[Bench]:
             skip=lambda _a: None if bank.exists() else f"shared bank not found at {bank}",
         ),
         Bench("controller_overhead", "controller_overhead.py", ["--json"], ["--quick"], _controller, 600),
+        Bench("middleware_overhead", "middleware_overhead.py", ["--json"], ["--quick"], _middleware, 600),
         Bench("decide_overhead", "decide_overhead.py", ["--json"], ["--calls", "400"], _decide, 300),
         Bench("batch_throughput", "batch_throughput.py", ["--json"], ["--quick"], _batch, 900),
         Bench("audit_million", "audit_million.py", ["--cli", "--json"], ["--records", "20000"], _audit, 1800),

@@ -13,10 +13,14 @@ whose CPU work overlaps finish together and the waves form again.
 
 What. :func:`~retryctl.batch.run_batch` gives each task a :class:`Ticket` of one :class:`Turn`, through
 a context variable, and the task holds the turn from its start until it starts an external wait, and
-again from the end of that wait: the library gives it up with :func:`yielded_turn` around every model
-call (:func:`~retryctl.models._base.sample_within` and each backend's own request), tool execution, verifier
-thread, and retry or backoff sleep. Waiters queue first in, first out, so a task that got its answer
-runs until its next request is out before the next task runs (run-to-completion between waits), the
+again from the end of that wait: the drivers give it up with :func:`yielded_turn` at their awaits, and
+only there: the sampling driver around each draw (:func:`~retryctl.nodes._sampling.run_async`, which
+covers a backend's requests and its transport retries' sleeps), the tool node around each tool call,
+the step around its verifier thread and backoff sleep, the batch runner around its retry sleeps. The
+controller, the models and the sandbox never import this module (``tests/test_layers.py``): the waits
+inside them run inside one of those awaits, and a graph that awaits them directly (``averify``, a
+backend's ``sample``) wraps that await itself. Waiters queue first in, first out, so a task that got its
+answer runs until its next request is out before the next task runs (run-to-completion between waits), the
 requests leave one task's CPU work apart, and the answers come back spread out the same way: the CPU
 work overlaps the waiting instead of piling up behind it. A task that ends hands its turn straight to
 the task the runner starts in its place (:meth:`Turn.ticket`), so one task's last piece of work and the

@@ -6,6 +6,7 @@ import pytest
 
 import retryctl
 import retryctl.controller
+import retryctl.middleware
 
 TOP_LEVEL = {
     "Action",
@@ -30,6 +31,20 @@ TOP_LEVEL = {
 }
 
 CONTROLLER = {
+    "Act",
+    "Ask",
+    "AttemptEngine",
+    "AttemptState",
+    "Extend",
+    "Feedback",
+    "Finish",
+    "FinishStatus",
+    "Request",
+    "Sleep",
+    "UserReply",
+    "parse_reply",
+    "reply_verdict",
+    "run_check",
     "LIMIT_NAMES",
     "Action",
     "AdaptiveBeta",
@@ -99,14 +114,24 @@ CONTROLLER = {
     "weakest_span",
 }
 
+MIDDLEWARE = {"MODEL_POLICY", "RUN_KEY", "RetryControlState", "RetryController", "Run"}
+
 
 class TestPublicApi:
-    @pytest.mark.parametrize(("module", "names"), [(retryctl, TOP_LEVEL), (retryctl.controller, CONTROLLER)])
+    @pytest.mark.parametrize(
+        ("module", "names"),
+        [
+            (retryctl, TOP_LEVEL),
+            (retryctl.controller, CONTROLLER),
+            (retryctl.middleware, MIDDLEWARE),
+        ],
+    )
     def test_exports_are_pinned(self, module, names):
         assert set(module.__all__) == names
 
     @pytest.mark.parametrize(
-        "module", ["retryctl", "retryctl.controller", "retryctl.audit", "retryctl.exceptions"]
+        "module",
+        ["retryctl", "retryctl.controller", "retryctl.audit", "retryctl.exceptions", "retryctl.middleware"],
     )
     def test_every_export_exists(self, module):
         mod = importlib.import_module(module)

@@ -21,7 +21,6 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from retryctl._turn import yielded_turn
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
     EXPRESSION_PATTERN,
@@ -330,8 +329,8 @@ class ToolBackend:
         """``k`` expressions of the model, each evaluated by the tool."""
         asked = normalise_messages(messages)
         drawn = await self.model.sample(expression_prompt(asked), self._params(params), k=k)
-        async with yielded_turn():  # the tool runs in a thread (the python tool in a sandbox)
-            return [await asyncio.to_thread(self.evaluate, c, asked) for c in drawn]
+        # The tool runs in a thread (the python tool in a sandbox), inside the draw its driver awaits.
+        return [await asyncio.to_thread(self.evaluate, c, asked) for c in drawn]
 
     def sample_sync(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1

@@ -17,8 +17,9 @@ The writer lays a line out in one of two ways, both valid JSON objects with the 
 The canonical bytes are defined by Python's ``json.dumps`` (see :func:`canonical_bytes`). The writer
 may produce them with orjson, which is several times faster and writes the same bytes for JSON values
 except some floats: it spells ``1e-05`` as ``0.00001`` and ``1e-07`` as ``1e-7``. A line whose orjson
-bytes may hold such a float (see ``_may_differ``), or that orjson refuses (a big integer, a lone
-surrogate, a non-``str`` key, a ``str`` subclass), is encoded by ``json.dumps`` instead. orjson writes
+bytes may hold such a float in a number (see ``_may_differ``; the same bytes in a string do not
+count), or that orjson refuses (a big integer, a lone surrogate, a non-``str`` key, a ``str``
+subclass), is encoded by ``json.dumps`` instead. orjson writes
 NaN as ``null`` where ``json.dumps`` refuses it, so the fast path is only for bodies a record model
 has validated (finite numbers only).
 ``tests/audit/test_sink.py`` checks byte-identity on generated records.
@@ -90,25 +91,47 @@ def _fast_canonical_bytes(obj: dict[str, Any]) -> bytes:
         raw = orjson.dumps(obj, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError: let json.dumps encode it, or raise its own error
         return canonical_bytes(obj)
-    return canonical_bytes(obj) if _may_differ(raw, obj.get("prev_hash")) else raw
+    return canonical_bytes(obj) if _may_differ(raw) else raw
 
 
-def _may_differ(raw: bytes, prev_hash: Any) -> bool:
+def _may_differ(raw: bytes) -> bool:
     """Whether orjson's ``raw`` may spell a float otherwise than ``float.__repr__`` (json.dumps).
 
     Both write the shortest digits that read back as the same float, and both write them positionally
     between 1e-4 and 1e16, where ``repr`` does. So a float can differ only where ``repr`` uses an
     exponent, and there orjson writes an exponent (a digit then ``e``), leading zeros (``0.0000``) or
-    17 or more digits before the point. Any of these anywhere in the line (a string may match too:
-    that only costs the slow path) means "use json.dumps". The chain hash is cut out first: its hex
-    digits would often read as a digit then ``e``.
+    17 or more digits before the point. Each pattern counts only where it lies in a number (see
+    :func:`_in_number`): strings often hold such bytes (``9e`` in a uuid, a hash or a tool-call id),
+    and sending every record that names one to ``json.dumps`` would lose most of orjson's speed.
     """
-    if isinstance(prev_hash, str):
-        raw = raw.replace(b'"prev_hash":"' + prev_hash.encode() + b'"', b"")
-    if b"0.0000" in raw:
+    if _in_number(raw, b"0.0000"):
         return True
     zeros = raw.translate(_DIGITS_AS_ZERO)
-    return b"0e" in zeros or b"0E" in zeros or b"00000000000000000." in zeros
+    return _in_number(zeros, b"0e") or _in_number(zeros, b"0E") or b"00000000000000000." in zeros
+
+
+_NUMBER_BYTES = frozenset(b"0123456789.-")
+_BEFORE_VALUE = frozenset(b":,[")
+
+
+def _in_number(raw: bytes, pattern: bytes) -> bool:
+    """Whether ``pattern`` (which begins with a digit) occurs in ``raw`` inside a number.
+
+    In compact JSON a number is a run of digits, ``.`` and ``-`` (its mantissa: the pattern starts
+    there) right after ``:``, ``,`` or ``[``. Walking back from each occurrence over such bytes ends
+    at one of those three for a number; inside a string it ends at another byte (a letter, the opening
+    quote), unless the string itself reads like ``:0.00001`` there, which only costs the slow path.
+    So no float that may differ is missed.
+    """
+    at = raw.find(pattern)
+    while at >= 0:
+        start = at
+        while start > 0 and raw[start - 1] in _NUMBER_BYTES:
+            start -= 1
+        if start > 0 and raw[start - 1] in _BEFORE_VALUE:
+            return True
+        at = raw.find(pattern, at + 1)
+    return False
 
 
 def record_hash(record: dict[str, Any]) -> str:

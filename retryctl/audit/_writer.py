@@ -10,6 +10,10 @@ Your processors see the event name (``"verdict"`` or ``"summary"``) under struct
 key and may add keys; they may not drop a record (a decision log keeps every verdict) nor set the
 chain fields. Validation against the record models runs after them, so a processor cannot break the
 schema unnoticed.
+
+A log with no processors of yours writes a verdict without the pipeline: the body is built from the
+verdict's fields and checked value by value as the model would check it (``_fastbody``); the bytes
+are the same, and whatever that check cannot vouch for goes through the pipeline above.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pydantic import ConfigDict, JsonValue, TypeAdapter
 from structlog.processors import EventRenamer, TimeStamper
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from retryctl.audit._fastbody import verdict_body
 from retryctl.audit._records import (
     BODY_MODELS,
     SCHEMA_VERSION,
@@ -119,6 +124,9 @@ class DecisionLog:
             TimeStamper(fmt="iso", utc=True, key="ts") if clock is None else _ClockStamper(clock)
         )
         self._sink = ChainSink(os.fspath(path), fsync=fsync, repair=repair, now=self._now)
+        # With no processor of yours, nothing can change a verdict's body between the verdict and the
+        # model check, so a body built and checked without pydantic may go straight to the sink.
+        self._direct = not processors
         chain: list[Processor] = [
             _add_schema,
             self._stamp,
@@ -166,17 +174,24 @@ class DecisionLog:
 
         ``target`` names the tool or model that acted; the verdict's ``switch_to`` where it goes next.
         """
-        fields = verdict_fields(
-            verdict,
-            run_id=run_id,
-            step_id=step_id,
-            attempt=attempt,
-            candidates_summary=candidates_summary,
-            latency_ms=latency_ms,
-            target=target,
-            extra=extra,
-        )
-        return self._emit("verdict", fields)
+        given: dict[str, Any] = {
+            "run_id": run_id,
+            "step_id": step_id,
+            "attempt": attempt,
+            "candidates_summary": candidates_summary,
+            "latency_ms": latency_ms,
+            "target": target,
+            "extra": extra,
+        }
+        if self._direct:
+            body = verdict_body(verdict, **given)
+            if body is not None:
+                body["ts"] = self._now()
+                try:
+                    return self._sink.msg(body, validated=True)
+                except UnicodeEncodeError:
+                    pass  # checked for, so not expected; nothing was written: the pipeline names it
+        return self._emit("verdict", verdict_fields(verdict, **given))
 
     def record_summary(
         self,

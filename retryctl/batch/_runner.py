@@ -8,8 +8,9 @@ the graph turns model faults into verdicts, so an exception that escapes ``ainvo
 infrastructure failure (a crashed sandbox, a bug). So is a graph that ended without any model
 answering, every call a transient fault (a dead or mistyped server:
 :func:`~retryctl.batch._outcome.infrastructure_failure`): its ``stopped`` says nothing about the task.
-Either way tenacity tries the task again, up to ``retries`` tries with exponential backoff, then its
-results line says ``error`` and ``--resume`` will try it again.
+Either way the task is tried again, up to ``retries`` tries with tenacity's exponential backoff, then
+its results line says ``error`` and ``--resume`` will try it again. The tries are the attempt engine's
+(:class:`~retryctl.controller.AttemptEngine`, as in every driver): a run of the graph is the attempt.
 
 What "again" does depends on the graph. Without a checkpointer, every try (a retry, or the task's turn
 in a resumed batch) starts the graph afresh from the question. With one, the task's thread keeps its
@@ -47,12 +48,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import HumanMessage
-from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import wait_exponential
 
 from retryctl._turn import Ticket, Turn, yielding
 from retryctl.batch._files import ResultsFile, Task
 from retryctl.batch._outcome import BatchBreaker, error_line, infrastructure_failure, result_line
+from retryctl.controller import (
+    AttemptEngine,
+    Classification,
+    ErrorClass,
+    Finish,
+    Policy,
+    Request,
+    Sleep,
+    ValidatorResult,
+)
 from retryctl.exceptions import ConfigError
+from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -341,6 +353,28 @@ def _task_config(task: Task) -> dict[str, Any]:
     return {"configurable": {"thread_id": f"batch-{task.id}", "run_id": task.id}}
 
 
+def _task_engine(config: BatchConfig) -> AttemptEngine:
+    """The attempt engine of one task: a run of the graph is the attempt, and a run that failed (an
+    exception that escaped the graph, or an infrastructure failure it reported) is tried again after
+    tenacity's exponential backoff, ``config.retries`` tries in all; a misuse is not."""
+    wait = WaitRetryAfter(wait_exponential(multiplier=config.retry_wait_s, max=30.0), max_wait_s=30.0)
+    return AttemptEngine(
+        policy=Policy(max_retries=config.retries - 1, weights={"validators": 1.0}, low_confidence=("stop",)),
+        backoff=lambda n, retry_after_s: backoff_seconds(wait, retry_number=n, retry_after_s=retry_after_s),
+    )
+
+
+def _task_fault(exc: Exception) -> Classification:
+    # A misuse (bad config inside the graph) will not heal by retrying; anything else might, since
+    # the steps inside the graph have already decided on their own faults.
+    if isinstance(exc, ConfigError):
+        return Classification(ErrorClass.TERMINAL, f"{type(exc).__name__}: {exc}")
+    return Classification(ErrorClass.TRANSIENT, f"{type(exc).__name__}: {exc}")
+
+
+_RAN = [ValidatorResult("graph_ran", True)]
+
+
 async def _run_task(
     invoke: _Invoke,
     task: Task,
@@ -349,27 +383,29 @@ async def _run_task(
     clock: Callable[[], float],
 ) -> dict[str, Any]:
     start = clock()
-    tries = 0
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(config.retries),
-        wait=wait_exponential(multiplier=config.retry_wait_s, max=30.0),
-        # A misuse (bad config inside the graph) will not heal by retrying; anything else might.
-        retry=retry_if_exception(lambda exc: not isinstance(exc, ConfigError | asyncio.CancelledError)),
-        sleep=yielding(asleep),
-    )
+    engine = _task_engine(config)
+    wait = yielding(asleep)
     inputs = {"messages": [HumanMessage(task.question)]}
     run_config = _task_config(task)
-    try:
-        async for attempt in retrying:
-            with attempt:
-                tries += 1
-                state = await invoke(inputs, run_config)
-                unreachable = infrastructure_failure(state)
-                if unreachable is not None:
-                    raise unreachable  # retried like an exception that escaped the graph
-    except RetryError as exc:
-        last = exc.last_attempt.exception()
-        return error_line(task, last or exc, tries=tries, elapsed_s=clock() - start)
-    except ConfigError as exc:
-        return error_line(task, exc, tries=tries, elapsed_s=clock() - start)
-    return result_line(task, state, tries=tries, elapsed_s=clock() - start)
+    attempt, first = engine.start(["graph"])
+    step: Request = first
+    tries, result, failure = 0, None, None
+    while not isinstance(step, Finish):
+        if isinstance(step, Sleep):
+            await wait(step.seconds)
+        tries += 1
+        try:
+            result = await invoke(inputs, run_config)
+            unreachable = infrastructure_failure(result)
+            if unreachable is not None:
+                raise unreachable  # tried again like an exception that escaped the graph
+        except Exception as exc:
+            failure = exc
+            verdict = engine.judge(attempt, error=_task_fault(exc))
+        else:
+            failure = None
+            verdict = engine.judge(attempt, validators=_RAN)
+        attempt, step = engine.after(attempt, verdict)
+    if failure is not None:
+        return error_line(task, failure, tries=tries, elapsed_s=clock() - start)
+    return result_line(task, result, tries=tries, elapsed_s=clock() - start)

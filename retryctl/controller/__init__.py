@@ -18,6 +18,19 @@ from retryctl.controller._breaker_store import (
 from retryctl.controller._budget import LIMIT_NAMES, Budget, Usage
 from retryctl.controller._clock import Clock, ManualClock
 from retryctl.controller._decide import Observation, decide
+from retryctl.controller._engine import (
+    Act,
+    Ask,
+    AttemptEngine,
+    AttemptState,
+    Extend,
+    Feedback,
+    Finish,
+    FinishStatus,
+    Request,
+    Sleep,
+    run_check,
+)
 from retryctl.controller._equivalence import (
     AnswerEquivalence,
     EquivalenceLike,
@@ -34,6 +47,7 @@ from retryctl.controller._errors import Classification, ErrorClass, classify, pa
 from retryctl.controller._ledger import Exhaustion, Ledger, LedgerSnapshot, Reservation, StepLedger
 from retryctl.controller._policy import EscalationStep, Policy
 from retryctl.controller._pricing import ModelPrice, PriceTable
+from retryctl.controller._reply import UserReply, parse_reply, reply_verdict
 from retryctl.controller._signals import (
     Fusion,
     Signal,
@@ -71,10 +85,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMIT_NAMES",
+    "Act",
     "Action",
     "AdaptiveBeta",
     "AdaptiveDirichlet",
     "AnswerEquivalence",
+    "Ask",
+    "AttemptEngine",
+    "AttemptState",
     "Breaker",
     "BreakerConfig",
     "BreakerRecord",
@@ -90,6 +108,10 @@ __all__ = [
     "EscalationStep",
     "Evidence",
     "Exhaustion",
+    "Extend",
+    "Feedback",
+    "Finish",
+    "FinishStatus",
     "FixedSamples",
     "Fusion",
     "Ledger",
@@ -102,9 +124,11 @@ __all__ = [
     "PredictiveMajority",
     "PriceTable",
     "RedisBreakerStore",
+    "Request",
     "Reservation",
     "SQLiteBreakerStore",
     "Signal",
+    "Sleep",
     "StepLedger",
     "StopAll",
     "StopAny",
@@ -114,6 +138,7 @@ __all__ = [
     "Tally",
     "ThresholdRule",
     "Usage",
+    "UserReply",
     "ValidatorResult",
     "Verdict",
     "agreement",
@@ -132,7 +157,10 @@ __all__ = [
     "normalise_number",
     "normalise_text",
     "parse_policy",
+    "parse_reply",
     "parse_retry_after",
+    "reply_verdict",
+    "run_check",
     "token_confidence",
     "validators_signal",
     "verify",

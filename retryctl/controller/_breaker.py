@@ -36,7 +36,6 @@ from typing import Literal, ParamSpec, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from retryctl._log import get_logger
-from retryctl._turn import yielded_turn
 from retryctl.controller._breaker_store import (
     BreakerRecord,
     BreakerState,
@@ -326,8 +325,7 @@ class Breaker:
 
     async def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         if self.store.blocking:
-            async with yielded_turn():
-                return await asyncio.to_thread(fn, *args, **kwargs)
+            return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
     async def aallow(self, key: str) -> bool:

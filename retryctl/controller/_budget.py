@@ -1,6 +1,6 @@
 """Budgets (the limits of a run or a step) and usage (what a call costs), as frozen data.
 
-The six quantities share one name list, :data:`LIMIT_NAMES`, used as the keys of every ledger snapshot
+The seven quantities share one name list, :data:`LIMIT_NAMES`, used as the keys of every ledger snapshot
 and of the verdict's ``budget_used``/``budget_limit`` evidence.
 """
 
@@ -18,6 +18,7 @@ LIMIT_NAMES: Final[tuple[str, ...]] = (
     "input_tokens",
     "output_tokens",
     "usd",
+    "transport_retries",
     "wall_s",
 )
 """The names of the quantities a budget limits, in the order snapshots list them."""
@@ -46,6 +47,11 @@ class Budget(BaseModel):
     """Completion tokens received (or reserved as ``max_tokens``), summed over calls."""
     usd: float | None = Field(default=None, ge=0)
     """Money spent in US dollars, from a :class:`~retryctl.controller.PriceTable`."""
+    transport_retries: int | None = Field(default=None, ge=0)
+    """Requests a model backend sent again after a transport fault (a 429, a 5xx, a timeout), inside
+    one attempt: the HTTP tries beyond the first of each request. At the limit a backend gives the
+    next retry up and its error goes to the controller, which decides (retry, switch, stop); ``0``
+    turns a backend's own retrying off. Their time is wall time, limited by ``wall_s``."""
     wall_s: float | None = Field(default=None, ge=0)
     """Seconds of wall time since the ledger was opened, read from the ledger's injected clock."""
 
@@ -74,6 +80,8 @@ class Usage(BaseModel):
     """Completion tokens (in an estimate: the call's ``max_tokens`` times its samples)."""
     usd: float = Field(default=0.0, ge=0)
     """US dollars."""
+    transport_retries: int = Field(default=0, ge=0)
+    """Requests sent again by a backend after a transport fault."""
     wall_s: float = Field(default=0.0, ge=0)
     """Seconds: in an estimate, the call's longest duration; in a snapshot, the elapsed time."""
 

@@ -219,10 +219,12 @@ def _on_low_confidence(make: _Builder, why: str, feedback: str) -> Verdict:
 def _distinct(value: float, threshold: float) -> tuple[str, str]:
     """Both numbers with two decimals, or as many more as it takes for them not to print equal
     (a reason must never read "confidence 0.80 < threshold 0.80")."""
+    a, b = f"{value:.2f}", f"{threshold:.2f}"
     digits = 2
-    while digits < 6 and value != threshold and f"{value:.{digits}f}" == f"{threshold:.{digits}f}":
+    while a == b and digits < 6 and value != threshold:
         digits += 1
-    return f"{value:.{digits}f}", f"{threshold:.{digits}f}"
+        a, b = f"{value:.{digits}f}", f"{threshold:.{digits}f}"
+    return a, b
 
 
 def decide(obs: Observation, policy: Policy | None = None) -> Verdict:

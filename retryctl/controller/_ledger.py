@@ -35,7 +35,7 @@ __all__ = ["Exhaustion", "Ledger", "LedgerSnapshot", "Reservation", "StepLedger"
 
 _Num = int | Fraction
 _Amounts = dict[str, _Num]
-_INT_NAMES = frozenset({"attempts", "samples", "input_tokens", "output_tokens"})
+_INT_NAMES = frozenset({"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"})
 
 
 def _zero() -> _Amounts:

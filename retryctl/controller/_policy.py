@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from retryctl.controller._signals import DEFAULT_WEIGHTS
-from retryctl.controller.stopping import StopRule, parse_policy
+from retryctl.controller.stopping import KNOWN_POLICIES, RuleLike, StopRule, as_rule, parse_policy
 
 __all__ = ["EscalationStep", "Policy"]
 
@@ -18,14 +18,17 @@ EscalationStep = Literal["switch", "refine", "ask_user", "stop"]
 class Policy(BaseModel):
     """How a wrapped step turns signals, errors, budgets and breakers into a verdict."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A rule object is not a pydantic type: it is checked by ``_stopping_is_a_rule``, not by pydantic.
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     accept_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
     """Accept the best candidate when its fused confidence is at least this."""
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     """Weight of each named signal in the fused confidence; renormalised over available signals."""
-    stopping: str = "default"
-    """The stopping rule that decides when enough samples were drawn (a name ``retryctl bench`` knows)."""
+    stopping: str | RuleLike = "default"
+    """The stopping rule that decides when enough samples were drawn: a name ``retryctl bench`` knows
+    (``"sc-3"``, ``"esc:8"``), or a rule object, combined with ``&``/``|`` if need be
+    (``FixedSamples(n=8) | EscWindow(window=4)``); a plain callable ``(Tally) -> bool`` is wrapped."""
     min_samples: int = Field(default=1, ge=1)
     """Samples drawn before the stopping rule is asked."""
     max_samples: int = Field(default=8, ge=1)
@@ -51,15 +54,44 @@ class Policy(BaseModel):
             raise ValueError("at least one signal needs a positive weight")
         return weights
 
-    @field_validator("stopping")
+    @field_validator("stopping", mode="before")
     @classmethod
-    def _stopping_is_known(cls, name: str) -> str:
-        parse_policy(name)  # raises UnknownPolicyError (a ValueError) naming the known rules
-        return name
+    def _stopping_is_a_rule(cls, value: Any) -> str | StopRule:
+        # Held as a name or a StopRule (a plain callable is wrapped here, once), so that the rule's
+        # name is what records print and ``stopping_rule`` hands out the same object every time.
+        if isinstance(value, str):
+            parse_policy(value)  # raises UnknownPolicyError (a ValueError) naming the known rules
+            return value
+        if isinstance(value, StopRule):
+            return value
+        if callable(value) and not isinstance(value, type):  # a class is a rule's maker, not a rule
+            wrapped = as_rule(value)
+            assert isinstance(wrapped, StopRule)  # as_rule wraps every non-StopRule callable
+            return wrapped
+        if isinstance(value, type):
+            got = f"the class {value.__name__}, not a rule (build one: {value.__name__}(...))"
+        else:
+            got = f"{type(value).__name__} {value!r}"
+        raise ValueError(
+            f"got {got}; stopping takes a rule name ({', '.join(KNOWN_POLICIES)}) or a "
+            "stopping rule: a StopRule such as FixedSamples(n=5) | EscWindow(), or a callable "
+            "(Tally) -> bool | StopDecision"
+        )
+
+    @field_serializer("stopping", when_used="json")
+    def _stopping_as_name(self, value: str | RuleLike) -> str:
+        # JSON has no rule objects: a rule is written as its name (e.g. "(sc-8 | esc-4)"), which
+        # tells a reader what ran but is not a name ``parse_policy`` reads back.
+        return value if isinstance(value, str) else str(getattr(value, "name", value))
 
     def stopping_rule(self) -> StopRule:
-        """The stopping rule named by :attr:`stopping`, built fresh."""
-        return parse_policy(self.stopping).build()
+        """The stopping rule: built fresh from a name, or the rule object itself (rules keep no state
+        between calls, so steps may share one)."""
+        if isinstance(self.stopping, str):
+            return parse_policy(self.stopping).build()
+        rule = self.stopping
+        assert isinstance(rule, StopRule)  # ``_stopping_is_a_rule`` wrapped any other callable
+        return rule
 
     @model_validator(mode="after")
     def _min_not_above_max(self) -> Policy:

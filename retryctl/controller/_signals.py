@@ -14,8 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
-from retryctl._turn import yielded_turn
-
 __all__ = [
     "Fusion",
     "Signal",
@@ -155,8 +153,7 @@ async def averify(verifier: AsyncVerifier | None, answer: str, *, timeout_s: flo
     if verifier is None:
         return Signal.unavailable("verifier", "no verifier configured")
     try:
-        async with yielded_turn():
-            reply = await asyncio.wait_for(verifier(answer), timeout=timeout_s)
+        reply = await asyncio.wait_for(verifier(answer), timeout=timeout_s)
         return _verifier_signal(reply)
     except Exception as exc:
         return _verifier_failed(exc, timeout_s)

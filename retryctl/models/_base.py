@@ -14,7 +14,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.models._errors import BackendTimeout
 from retryctl.models._messages import MessagesLike
@@ -137,16 +136,16 @@ async def sample_within(
 
     The controller passes the wall budget left, so that a backend's own transport retries (which may
     honour a long ``Retry-After``) cannot carry a step past its time limit. In a batch the task gives
-    up its turn for the call (:func:`~retryctl._turn.yielded_turn`), whatever the backend.
+    up its turn around the call in its driver (the sampling loop's ``run_async``), not here: models
+    know nothing of batches.
     """
-    async with yielded_turn():
-        call: Awaitable[list[Candidate]] = backend.sample(messages, params, k=k)
-        if timeout_s is None:
-            return await call
-        try:
-            return await asyncio.wait_for(call, timeout_s)
-        except TimeoutError:
-            raise _past_deadline(timeout_s, backend.name) from None
+    call: Awaitable[list[Candidate]] = backend.sample(messages, params, k=k)
+    if timeout_s is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except TimeoutError:
+        raise _past_deadline(timeout_s, backend.name) from None
 
 
 class BackendBase(ABC):

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from retryctl._log import get_logger
-from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._constraints import (
@@ -371,5 +370,4 @@ class EmbeddedBackend(BackendBase):
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
         """:meth:`sample_sync` in a worker thread, so the event loop keeps running while it decodes."""
-        async with yielded_turn():
-            return await asyncio.to_thread(self.sample_sync, messages, params, k=k)
+        return await asyncio.to_thread(self.sample_sync, messages, params, k=k)

@@ -17,7 +17,6 @@ import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
-from retryctl._turn import yielded_turn
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._errors import (
     BackendError,
@@ -150,8 +149,7 @@ class LangChainBackend(BackendBase):
     ) -> Candidate:
         started = time.perf_counter()
         try:
-            async with yielded_turn():
-                reply = await runnable.ainvoke(messages, **self.to_kwargs(params, seed))
+            reply = await runnable.ainvoke(messages, **self.to_kwargs(params, seed))
         except Exception as exc:
             raise _classify(exc, self.name) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0

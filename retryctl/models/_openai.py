@@ -27,7 +27,6 @@ from typing import Any, Literal
 import openai
 
 from retryctl._log import get_logger
-from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._errors import UnsupportedParameter
@@ -213,10 +212,9 @@ class OpenAIBackend(BackendBase):
             # call, a third of the SDK's cost (bench/batch_throughput.py). Headers, auth, timeouts and
             # the SDK's status errors are the same; the body is read by our parser either way.
             with self._lease() as client:
-                async with yielded_turn():
-                    raw = await client.post(
-                        "/chat/completions", body=payload, cast_to=openai.HttpxBinaryResponseContent
-                    )
+                raw = await client.post(
+                    "/chat/completions", body=payload, cast_to=openai.HttpxBinaryResponseContent
+                )
             body = raw.text
         except openai.OpenAIError as exc:
             raise translate_error(exc, backend=self.name, sent=sent_names(payload)) from exc

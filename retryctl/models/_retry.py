@@ -3,29 +3,89 @@
 Only :class:`TransientBackendError` is retried (and :class:`MalformedResponse` when asked); a server's
 ``Retry-After`` is honoured exactly, and one longer than ``max_retry_after_s`` ends the retrying at once so
 the controller can decide (switch model, open a breaker) instead of the call sleeping for minutes.
+
+Every retry is told, before its backoff, to the listener its caller installed with
+:func:`transport_retries` (the sampling driver charges it to the budget ledger and writes it into the
+verdict's evidence); a listener that answers ``False`` gives the retry up, and the failed try's error
+goes to the caller at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from retryctl._log import get_logger
-from retryctl._turn import yielding
 from retryctl.exceptions import ConfigError
 from retryctl.models._errors import BackendError
 
-__all__ = ["RetrySettings", "call_with_retries"]
+__all__ = ["RetryListener", "RetrySettings", "TransportRetry", "call_with_retries", "transport_retries"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
 _log = get_logger("retryctl.models")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransportRetry:
+    """One transport retry a backend is about to make: the try that failed, and the wait before the next."""
+
+    backend: str
+    """The backend (model) whose request failed."""
+    failed_try: int
+    """Which try of the request failed (1 for the first); the retry is try ``failed_try + 1``."""
+    tries: int
+    """Tries the request may make in all (:attr:`RetrySettings.attempts`)."""
+    error_class: str
+    """What retrying can achieve, as :attr:`BackendError.error_class` says: ``transient`` (or
+    ``validation`` for a malformed body retried under ``retry_malformed``)."""
+    fault: str
+    """The failed try's error type, e.g. ``TransientBackendError``."""
+    status_code: int | None
+    """Its HTTP status, when it had one."""
+    wait_s: float
+    """The backoff before the retry (the server's ``Retry-After`` when it sent one)."""
+    error: str
+    """The failed try's error message."""
+
+    def __str__(self) -> str:
+        # The message names the HTTP status already (``HTTP 503: ...``).
+        return (
+            f"transport retry of {self.backend}: try {self.failed_try} of {self.tries} failed "
+            f"({self.error_class} {self.fault}: {self.error}); waited {self.wait_s:.3g} s"
+        )
+
+
+RetryListener = Callable[[TransportRetry], bool]
+"""Told of each transport retry before its backoff; ``False`` gives the retry up (the error is raised)."""
+
+# Why a context variable, when the rest of the library passes its configuration explicitly: a retry
+# happens deep inside ``backend.sample(messages, params, k=k)``, a protocol users implement too, so a
+# parameter there would break every user's backend; an attribute on the result would come too late
+# for a budget to refuse the retry, and the candidates of a failed call never come back. The variable
+# is set by the caller of one draw for that draw only, and asyncio copies it into the tasks of
+# gathered requests and ``run_coroutine_threadsafe`` into a sync twin's private loop, so each
+# concurrent draw sees its own listener. Outside a draw there is none, and a retry is only logged.
+_LISTENER: ContextVar[RetryListener | None] = ContextVar("retryctl_transport_listener", default=None)
+
+
+@contextmanager
+def transport_retries(listener: RetryListener) -> Iterator[None]:
+    """``with transport_retries(listener): await backend.sample(...)``: tell ``listener`` of each
+    transport retry the calls made inside make, and let it refuse them."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,11 +137,13 @@ async def call_with_retries(
     sleep: Sleep | None = None,
     label: str = "",
 ) -> T:
-    """Await ``fn()`` until it succeeds or a non-retryable error or the attempt limit ends it.
+    """Await ``fn()`` until it succeeds or a non-retryable error, the attempt limit or the listener
+    (:func:`transport_retries`) ends it.
 
     The error that ends it is re-raised with ``attempts`` set to the number of tries made.
     """
     tries = 0
+    listener = _LISTENER.get()
 
     async def once() -> T:
         nonlocal tries
@@ -96,19 +158,48 @@ async def call_with_retries(
         exc = state.outcome.exception() if state.outcome else None
         return settings.backoff(state.attempt_number, exc)
 
-    def log_retry(state: RetryCallState) -> None:
+    def stop(state: RetryCallState) -> bool:
+        if state.attempt_number >= settings.attempts:
+            return True
+        # Asked after the wait is drawn (tenacity >= 8.3 sets ``upcoming_sleep`` before it asks
+        # ``stop``): the retry described here happens unless the listener refuses it.
         exc = state.outcome.exception() if state.outcome else None
-        wait_s = state.next_action.sleep if state.next_action else 0.0
+        retry = _described(exc, state.attempt_number, settings.attempts, state.upcoming_sleep, label)
+        if listener is not None and not listener(retry):
+            _log.warning("backend.retry_refused", backend=retry.backend, attempt=retry.failed_try)
+            return True
         _log.warning(
-            "backend.retry", backend=label, attempt=state.attempt_number, wait_s=wait_s, error=str(exc)
+            "backend.retry",
+            backend=retry.backend,
+            attempt=retry.failed_try,
+            error_class=retry.error_class,
+            status=retry.status_code,
+            wait_s=retry.wait_s,
+            error=retry.error,
         )
+        return False
 
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(settings.attempts),
+        stop=stop,
         wait=wait,
         retry=retry_if_exception(settings.should_retry),
-        before_sleep=log_retry,
         reraise=True,
-        sleep=yielding(sleep if sleep is not None else asyncio.sleep),
+        sleep=sleep if sleep is not None else asyncio.sleep,
     )
     return await retrying(once)
+
+
+def _described(
+    exc: BaseException | None, failed_try: int, tries: int, wait_s: float, label: str
+) -> TransportRetry:
+    backend_error = exc if isinstance(exc, BackendError) else None
+    return TransportRetry(
+        backend=label or (backend_error.backend if backend_error else ""),
+        failed_try=failed_try,
+        tries=tries,
+        error_class=(backend_error.error_class if backend_error else None) or "transient",
+        fault=type(exc).__name__,
+        status_code=backend_error.status_code if backend_error else None,
+        wait_s=wait_s,
+        error=backend_error.message if backend_error else str(exc),
+    )

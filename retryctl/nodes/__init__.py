@@ -24,8 +24,10 @@ from retryctl.nodes._state import (
     VerdictRecord,
 )
 from retryctl.nodes._step import ControlledStep
-from retryctl.nodes._tool_node import TOOL_POLICY, ControlledToolNode
-from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, is_idempotent
+from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
+from retryctl.nodes._tool_node import ControlledToolNode
+from retryctl.nodes._tool_outcome import verdict_of
+from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, ToolResult, is_idempotent
 
 __all__ = [
     "ASK_EVENT",
@@ -36,6 +38,7 @@ __all__ = [
     "CandidateRecord",
     "ControlState",
     "ControlledStep",
+    "ControlledToolCalls",
     "ControlledToolNode",
     "Emitter",
     "MemoryToolJournal",
@@ -47,6 +50,7 @@ __all__ = [
     "StepResult",
     "StepState",
     "ToolJournal",
+    "ToolResult",
     "UserReply",
     "VerdictRecord",
     "WaitRetryAfter",
@@ -54,4 +58,5 @@ __all__ = [
     "is_idempotent",
     "parse_reply",
     "sqlite_checkpointer",
+    "verdict_of",
 ]

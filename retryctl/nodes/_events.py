@@ -11,6 +11,8 @@ constant, which would merge unrelated runs into one story.
 
 from __future__ import annotations
 
+import os
+import random
 import threading
 import uuid
 from collections import OrderedDict
@@ -21,7 +23,7 @@ from langgraph.config import get_config, get_stream_writer
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
 
-__all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "run_id_from_config"]
+__all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "new_run_id", "run_id_from_config"]
 
 VERDICT_EVENT = "retryctl.verdict"
 """``type`` of the custom-stream event carrying one verdict."""
@@ -33,6 +35,18 @@ _RUNTIME_KEY = "__pregel_runtime"
 _INVOCATIONS: OrderedDict[int, tuple[object, str]] = OrderedDict()
 _INVOCATIONS_KEPT = 1024
 _INVOCATIONS_LOCK = threading.Lock()
+
+
+_IDS = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))  # a forked child draws its own
+
+
+def new_run_id() -> str:
+    """A random (version 4) UUID as text. Drawn from a seeded generator, not ``uuid.uuid4()``: that
+    reads the kernel's random source once per id, a system call on every logged run of one step
+    (about a third of a record's cost in ``bench/controller_overhead.py``). A run id needs to be
+    unique, not secret."""
+    return str(uuid.UUID(int=_IDS.getrandbits(128), version=4))
 
 
 def run_id_from_config() -> str:
@@ -49,7 +63,7 @@ def run_id_from_config() -> str:
     try:
         config = get_config()
     except RuntimeError:  # called outside a runnable (a node's function called on its own)
-        return str(uuid.uuid4())
+        return new_run_id()
     configurable = config.get("configurable") or {}
     if configurable.get("run_id"):
         return str(configurable["run_id"])
@@ -65,7 +79,7 @@ def run_id_from_config() -> str:
     control = getattr(runtime, "control", None)
     if control is not None:
         return _invocation_id(control)
-    return str(uuid.uuid4())
+    return new_run_id()
 
 
 def _invocation_id(control: object) -> str:
@@ -76,7 +90,7 @@ def _invocation_id(control: object) -> str:
         held = _INVOCATIONS.get(id(control))
         if held is not None and held[0] is control:
             return held[1]
-        run_id = str(uuid.uuid4())
+        run_id = new_run_id()
         _INVOCATIONS[id(control)] = (control, run_id)
         while len(_INVOCATIONS) > _INVOCATIONS_KEPT:
             _INVOCATIONS.popitem(last=False)
@@ -95,11 +109,13 @@ class Emitter:
     """Writes each verdict to the decision log (when there is one) and to the custom stream.
 
     The stream writer and the run id (:func:`run_id_from_config`) come from LangGraph's context;
-    outside a graph (a tool node invoked on its own) the stream part is skipped.
+    outside a graph (a tool node invoked on its own) the stream part is skipped, and so it is with
+    ``stream=False`` (the tool node's default: its custom stream carries only what the tools write).
     """
 
-    def __init__(self, log: DecisionLog | None = None) -> None:
+    def __init__(self, log: DecisionLog | None = None, *, stream: bool = True) -> None:
         self.log = log
+        self.stream = stream
 
     def verdict(
         self,
@@ -112,18 +128,12 @@ class Emitter:
         latency_ms: float,
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Record and stream one verdict; return the streamed event. ``extra`` goes into the record's
-        ``extra`` and the event (e.g. ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
+        """Record and stream one verdict; return the streamed event (``{}`` when nothing is
+        streamed). ``extra`` goes into the record's ``extra`` and the event (e.g.
+        ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
+        if self.log is None and not self.stream:
+            return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
-        event: dict[str, Any] = {
-            "type": VERDICT_EVENT,
-            "run_id": run_id,
-            "step_id": step_id,
-            "attempt": attempt,
-            "target": target,
-            "verdict": verdict.model_dump(mode="json"),
-            **({"extra": extra} if extra else {}),
-        }
         if self.log is not None:
             self.log.record_verdict(
                 verdict,
@@ -135,9 +145,21 @@ class Emitter:
                 target=target,
                 extra=extra,
             )
+        if not self.stream:
+            return {}  # the event (a second dump of the verdict) is built only for the stream
+        event: dict[str, Any] = {
+            "type": VERDICT_EVENT,
+            "run_id": run_id,
+            "step_id": step_id,
+            "attempt": attempt,
+            "target": target,
+            "verdict": verdict.model_dump(mode="json"),
+            **({"extra": extra} if extra else {}),
+        }
         _write(event)
         return event
 
     def reply(self, *, step_id: str, reply: dict[str, Any]) -> None:
         """Stream a person's answer to an ``ask_user`` interrupt."""
-        _write({"type": REPLY_EVENT, "run_id": run_id_from_config(), "step_id": step_id, "reply": reply})
+        if self.stream:
+            _write({"type": REPLY_EVENT, "run_id": run_id_from_config(), "step_id": step_id, "reply": reply})

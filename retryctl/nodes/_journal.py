@@ -2,21 +2,40 @@
 
 LangGraph re-runs a whole node when it resumes after an ``interrupt()``. A tool node that asked the
 user about one call would therefore call every tool of that turn again, including a non-idempotent one
-(a payment, an e-mail). The journal records, per thread and tool-call id, the raw result of each
-non-idempotent call and the final message of every call; the re-run node reads them instead of
-calling again. :class:`SQLiteToolJournal` survives the process, so a run resumed elsewhere from a
-SQLite checkpoint reads the same records.
+(a payment, an e-mail). The journal records, per thread, task and tool-call id, the result of each
+non-idempotent call and the final result of every call; the re-run node reads them instead of
+calling again. The task (LangGraph's ``checkpoint_ns``, the same when a step is resumed, new for each
+later step) keeps a model that reuses a tool-call id in a later turn from being served the old result.
+Results are kept whole (content blocks, artifacts, ``Command``s, lists of them), serialized as
+LangGraph's checkpointer serializes state. :class:`SQLiteToolJournal` survives the process, so a run
+resumed elsewhere from a SQLite checkpoint reads the same records.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
 import threading
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["MemoryToolJournal", "SQLiteToolJournal", "ToolJournal"]
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+__all__ = ["MemoryToolJournal", "SQLiteToolJournal", "ToolJournal", "dump_result", "load_result"]
+
+_SERDE = JsonPlusSerializer()
+
+
+def dump_result(result: Any) -> dict[str, str]:
+    """A JSON-safe record of a tool call's result (a message, a ``Command``, a list of them)."""
+    kind, raw = _SERDE.dumps_typed(result)
+    return {"type": kind, "data": base64.b64encode(raw).decode("ascii")}
+
+
+def load_result(record: dict[str, str]) -> Any:
+    """The result :func:`dump_result` recorded."""
+    return _SERDE.loads_typed((record["type"], base64.b64decode(record["data"])))
 
 
 @runtime_checkable

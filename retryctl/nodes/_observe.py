@@ -19,6 +19,7 @@ from retryctl.controller import (
     Tally,
     ValidatorResult,
 )
+from retryctl.controller._engine import run_check
 from retryctl.nodes._state import CandidateRecord
 
 __all__ = [
@@ -121,16 +122,4 @@ def run_validators(validators: Sequence[Validator], text: str) -> list[Validator
     The message goes to the model as refine feedback, so only the exception's one-line summary is
     kept: never a stack trace.
     """
-    results: list[ValidatorResult] = []
-    for validator in validators:
-        name = getattr(validator, "__name__", type(validator).__name__)
-        try:
-            out = validator(text)
-        except Exception as exc:
-            results.append(ValidatorResult(name, False, f"{type(exc).__name__}: {exc}"))
-            continue
-        if isinstance(out, ValidatorResult):
-            results.append(out)
-        else:
-            results.append(ValidatorResult(name, bool(out)))
-    return results
+    return [run_check(validator, text) for validator in validators]

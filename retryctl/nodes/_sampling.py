@@ -4,14 +4,26 @@ stops or ``max_samples`` is reached, reserving budget before every draw and comm
 The loop is one generator with no I/O (as httpx drives auth flows): it yields a :class:`DrawRequest`
 and receives the candidates, or the exception the backend raised. :func:`run_sync` and :func:`run_async`
 only perform the draws, so the sync and async steps share every decision.
+
+A backend's own transport retries (an HTTP 503 sent again inside one draw) are budgeted here too: each
+request carries a listener (:attr:`DrawRequest.on_retry`) that the drivers install around the draw
+(:func:`~retryctl.models._retry.transport_retries`); it charges ``transport_retries`` on every ledger,
+refuses the retry when a limit is reached, and the attempt's outcome lists every retry
+(:attr:`SampleOutcome.transport`, and one note each for the verdict's evidence).
+
+In a batch, :func:`run_async` gives the task's turn up around each draw
+(:func:`~retryctl._turn.yielded_turn`): the driver's await, not the backend's, so that models know
+nothing of batches.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Generator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
+from retryctl._turn import yielded_turn
 from retryctl.controller import (
     Classification,
     EquivalenceLike,
@@ -31,6 +43,7 @@ from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
 from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
+from retryctl.models._retry import RetryListener, TransportRetry, transport_retries
 from retryctl.nodes._state import CandidateRecord
 
 __all__ = ["DrawRequest", "SampleOutcome", "SamplingSchedule", "run_async", "run_sync", "sampling"]
@@ -93,11 +106,49 @@ class SamplingSchedule:
 
 @dataclass(frozen=True)
 class DrawRequest:
-    """One call to make: ``k`` candidates with these parameters, within ``timeout_s`` (``None``: no limit)."""
+    """One call to make: ``k`` candidates with these parameters, within ``timeout_s`` (``None``: no limit),
+    with ``on_retry`` told of (and deciding on) each transport retry the backend makes inside it."""
 
     k: int
     params: SamplingParams
     timeout_s: float | None = None
+    on_retry: RetryListener | None = field(default=None, compare=False)
+
+
+class _TransportCharge:
+    """Charges each transport retry of one draw on every ledger, or refuses it at a limit."""
+
+    def __init__(self, ledgers: Sequence[Ledger | StepLedger]) -> None:
+        self.ledgers = ledgers
+        self.made: list[TransportRetry] = []
+        self.refused: list[tuple[TransportRetry, Exhaustion]] = []
+
+    def __call__(self, retry: TransportRetry) -> bool:
+        # Reserved and committed at once: the retry is decided now and costs one count whatever it
+        # returns (its wait is wall time, which the ledgers' clocks measure).
+        cost = BudgetUsage(transport_retries=1)
+        held: list[Reservation] = []
+        for ledger in self.ledgers:
+            got = ledger.try_reserve(cost)
+            if isinstance(got, Exhaustion):
+                for r in held:
+                    r.release()
+                self.refused.append((retry, got))
+                return False
+            held.append(got)
+        for r in held:
+            r.commit(cost)
+        self.made.append(retry)
+        return True
+
+    def report(self, out: SampleOutcome) -> None:
+        """Put the draw's transport retries on the attempt's outcome."""
+        out.transport.extend(self.made)
+        out.notes.extend(str(retry) for retry in self.made)
+        out.notes.extend(
+            f"transport retry of {retry.backend} after try {retry.failed_try} refused ({retry.fault}): {why}"
+            for retry, why in self.refused
+        )
 
 
 @dataclass
@@ -109,6 +160,8 @@ class SampleOutcome:
     error: Classification | None = None
     exhausted: Exhaustion | None = None
     notes: list[str] = field(default_factory=list)
+    transport: list[TransportRetry] = field(default_factory=list)
+    """The transport retries the backend made inside this attempt's draws (each one also a note)."""
 
 
 def _estimate(
@@ -171,7 +224,9 @@ def sampling(
     cap = max_samples
     k = min(min_samples, cap)
     while True:
-        req = DrawRequest(k, schedule.params(attempt=attempt, drawn=len(answers), disagreed=bool(answers)))
+        charge = _TransportCharge(ledgers)
+        params = schedule.params(attempt=attempt, drawn=len(answers), disagreed=bool(answers))
+        req = DrawRequest(k, params, on_retry=charge)
         held: list[Reservation] = []
         for ledger in ledgers:
             got = ledger.try_reserve(_estimate(messages, req, model, prices))
@@ -196,8 +251,10 @@ def sampling(
             # past the attempts budget), but no samples or tokens, which it did not deliver.
             for r in held:
                 r.commit(BudgetUsage(attempts=1))
+            charge.report(out)
             out.error = classify(exc)
             return out
+        charge.report(out)
         for r in held:
             r.commit(_actual(drawn, model, prices))
         for c in drawn:
@@ -216,6 +273,10 @@ def sampling(
         k = min(schedule.batch, cap - len(answers))
 
 
+def _listening(req: DrawRequest) -> AbstractContextManager[None]:
+    return transport_retries(req.on_retry) if req.on_retry is not None else nullcontext()
+
+
 def run_sync(
     loop: Generator[DrawRequest, list[Candidate], SampleOutcome],
     backend: ModelBackend,
@@ -226,7 +287,8 @@ def run_sync(
         req = next(loop)
         while True:
             try:
-                drawn = sample_blocking(backend, messages, req.params, k=req.k, timeout_s=req.timeout_s)
+                with _listening(req):
+                    drawn = sample_blocking(backend, messages, req.params, k=req.k, timeout_s=req.timeout_s)
             except Exception as exc:
                 req = loop.throw(exc)
                 continue
@@ -241,12 +303,16 @@ async def run_async(
     backend: ModelBackend,
     messages: Sequence[Message],
 ) -> SampleOutcome:
-    """Drive :func:`sampling` with awaited draws."""
+    """Drive :func:`sampling` with awaited draws, giving a batch's turn up around each one."""
     try:
         req = next(loop)
         while True:
             try:
-                drawn = await sample_within(backend, messages, req.params, k=req.k, timeout_s=req.timeout_s)
+                with _listening(req):
+                    async with yielded_turn():
+                        drawn = await sample_within(
+                            backend, messages, req.params, k=req.k, timeout_s=req.timeout_s
+                        )
             except Exception as exc:
                 req = loop.throw(exc)
                 continue

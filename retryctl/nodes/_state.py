@@ -96,6 +96,8 @@ class ControlState(TypedDict, total=False):
     """Refine rounds so far."""
     switches: int
     """Switches so far."""
+    asks: int
+    """Questions put to a person so far."""
     feedback: list[dict[str, Any]]
     """Earlier refines: ``{"previous": best text, "feedback": message}``, replayed into later prompts."""
     error: dict[str, Any] | None

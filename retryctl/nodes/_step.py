@@ -23,13 +23,13 @@ from retryctl._turn import yielded_turn
 from retryctl.audit import DecisionLog
 from retryctl.controller import (
     LIMIT_NAMES,
+    AttemptEngine,
     Breaker,
     Budget,
     Clock,
     EquivalenceLike,
     ErrorClass,
     Ledger,
-    Observation,
     Policy,
     PriceTable,
     Reservation,
@@ -37,15 +37,14 @@ from retryctl.controller import (
     Usage,
     ValidatorResult,
     classify,
-    decide,
     default_equivalence,
     verify,
 )
-from retryctl.controller._clock import monotonic
+from retryctl.controller._clock import ShiftedClock, monotonic
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
-from retryctl.nodes._backoff import WaitRetryAfter
+from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._observe import (
     Validator,
@@ -81,20 +80,9 @@ from retryctl.nodes._step_routes import StepRoutes
 
 __all__ = ["ControlledStep"]
 
-_INT_LIMITS = frozenset({"attempts", "samples", "input_tokens", "output_tokens"})
+_INT_LIMITS = frozenset({"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"})
 _ROUTES = ("accept", "refine", "retry", "switch", "ask_user", "stop")
 Verifier = Callable[[str], float]
-
-
-class _ShiftedClock:
-    """The step's clock moved forward by the seconds spent in earlier sessions (before a resume)."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return self.clock() + self.offset
 
 
 @dataclass
@@ -179,6 +167,14 @@ class ControlledStep(StepRoutes):
         self.step_id = step_id
         self.interactive = interactive
         self.emitter = Emitter(log)
+        self.engine = AttemptEngine(
+            policy=self.policy,
+            backoff=lambda n, retry_after_s: backoff_seconds(
+                self.backoff, retry_number=n, retry_after_s=retry_after_s
+            ),
+            refine_in_place=True,  # the step re-asks its model with the feedback
+            interactive=interactive,
+        )
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -213,7 +209,7 @@ class ControlledStep(StepRoutes):
     def _ledger(self, usage: dict[str, float], extra: dict[str, float], elapsed: float) -> StepLedger:
         # The ledger is rebuilt from the state on every attempt: the state is what a checkpointer
         # keeps, so a run resumed in another process continues with the same usage and time spent.
-        clock = _ShiftedClock(self.clock)
+        clock = ShiftedClock(self.clock)
         # A step of a throwaway unlimited run, so that exhaustion names the step as its scope.
         ledger = Ledger(clock=clock).step(self.step_id, budget=Budget.model_validate(self.limits(extra)))
         carried = {
@@ -232,8 +228,9 @@ class ControlledStep(StepRoutes):
 
     def _begin_step(self, state: StepState) -> Command[str]:
         # Runs only when the graph is invoked with input: a resume continues at the interrupted node.
+        attempt, _ = self.engine.start(self.names)
         fresh: dict[str, Any] = {
-            "control": {},
+            "control": self._keep({}, attempt),
             "usage": {},
             "candidates": [],
             "result": None,
@@ -255,6 +252,8 @@ class ControlledStep(StepRoutes):
 
     def _begin(self, state: StepState) -> _Attempt:
         control: ControlState = {**state.get("control", {})}
+        # The engine numbered this attempt and chose its target when it moved on (begin, retry,
+        # switch, refine, extend): the act node only runs it.
         target = control.get("target") or self.names[0]
         prompt = self._prompt(state, control)  # before the breaker: misuse must not take a probe slot
         refused, notes = None, []
@@ -265,7 +264,7 @@ class ControlledStep(StepRoutes):
             notes = [str(admission.fault)] if admission.fault is not None else []
         return _Attempt(
             control=control,
-            attempt=control.get("attempt", 0) + 1,
+            attempt=control.get("attempt") or 1,
             target=target,
             backend=self.models[target],
             prompt=prompt,
@@ -372,37 +371,31 @@ class ControlledStep(StepRoutes):
     def _decide(self, state: StepState) -> Command[str]:
         control: ControlState = {**state["control"]}
         candidates = state.get("candidates", [])
-        target = control.get("target")
-        tried = control.get("tried", [])
-        obs = Observation(
-            target=target,
-            alternatives=[n for n in self.names if n != target and n not in tried],
+        attempt = self._attempt_state(control)
+        verdict = self.engine.judge(
+            attempt,
             tally=tally_of(candidates, self.policy.max_samples),
             stop=stop_from(control.get("stop")),
             signals=[signal_from(s) for s in control.get("signals", [])],
             validators=[ValidatorResult(**v) for v in control.get("validators", [])],
             error=classification_from(control.get("error")),
-            attempt=control.get("attempt", 1),
-            retries=control.get("retries", 0),
-            refines=control.get("refines", 0),
-            switches=control.get("switches", 0),
             budget_used=state.get("usage", {}),
             budget_limit=self.limits(control.get("extra_budget", {})),
             exhausted=exhaustion_from(control.get("exhausted")),
             breakers=control.get("breakers", {}),
             notes=control.get("notes", []),
         )
-        verdict = decide(obs, self.policy)
+        target = attempt.target
         answers = [c["answer"] for c in candidates]
         self.emitter.verdict(
             verdict,
             step_id=self.step_id,
-            attempt=obs.attempt,
+            attempt=attempt.attempt,
             target=target,
             candidates_summary={"n": len(candidates), "answers": answers},
             latency_ms=control.get("latency_ms", 0.0),
         )
         dumped = verdict.model_dump(mode="json")
         control["last_verdict"] = dumped
-        record = VerdictRecord(attempt=obs.attempt, target=target, verdict=dumped)
+        record = VerdictRecord(attempt=attempt.attempt, target=target, verdict=dumped)
         return Command(update={"verdicts": [record], "control": control}, goto=verdict.action.value)

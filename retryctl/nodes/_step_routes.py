@@ -15,11 +15,23 @@ from langgraph.graph import END
 from langgraph.types import Command
 
 from retryctl._turn import yielded_turn
-from retryctl.controller import Budget, Clock, Ledger, Verdict
+from retryctl.controller import (
+    Ask,
+    AttemptEngine,
+    AttemptState,
+    Budget,
+    Clock,
+    Extend,
+    Finish,
+    Ledger,
+    Request,
+    Sleep,
+    Verdict,
+)
 from retryctl.models._messages import normalise_messages
-from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
-from retryctl.nodes._interrupt import ask, ask_payload, reply_extra, reply_verdict
+from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
 from retryctl.nodes._state import ControlState, StepResult, StepState, VerdictRecord
 
 __all__ = ["StepRoutes"]
@@ -37,6 +49,8 @@ class StepRoutes:
     step_id: str
     interactive: bool
     emitter: Emitter
+    engine: AttemptEngine
+    names: list[str]
 
     def limits(self, extra: dict[str, float]) -> dict[str, float | None]:
         """The step's limits with the user's extensions added."""
@@ -74,43 +88,41 @@ class StepRoutes:
         reason = control.get("stop_reason") or (control.get("last_verdict") or {}).get("reason", "")
         return Command(update={"result": self._result(state, control, reason=reason)}, goto=END)
 
-    def _refine(self, state: StepState) -> Command[str]:
-        control: ControlState = {**state["control"]}
+    def _attempt_state(self, control: ControlState) -> AttemptState:
+        """The engine's state of this step, as kept in ``control``."""
+        return AttemptState.from_json(
+            {**control, "group": self.names, "target": control.get("target") or self.names[0]}
+        )
+
+    @staticmethod
+    def _keep(control: ControlState, attempt: AttemptState) -> ControlState:
+        """``control`` with the engine's ``attempt`` state written into it (the group is the step's own)."""
+        kept = attempt.to_json()
+        del kept["group"]
+        return {**control, **kept}  # type: ignore[typeddict-item]
+
+    def _move_on(self, state: StepState, **after: Any) -> tuple[ControlState, Request]:
+        """The engine's transition after the last verdict: the new control and the request to do."""
+        control = state["control"]
         verdict = Verdict.model_validate(control.get("last_verdict") or {})
-        best = control.get("best") or {}
-        control["feedback"] = [
-            *control.get("feedback", []),
-            {"previous": best.get("text"), "feedback": verdict.feedback or verdict.reason},
-        ]
-        control["refines"] = control.get("refines", 0) + 1
-        control["retries"] = 0
+        attempt, request = self.engine.after(self._attempt_state(control), verdict, **after)
+        return self._keep(control, attempt), request
+
+    def _refine(self, state: StepState) -> Command[str]:
+        best = state["control"].get("best") or {}
+        control, _ = self._move_on(state, previous=best.get("text"))
         return Command(update={"control": control}, goto="act")
 
     def _switch(self, state: StepState) -> Command[str]:
-        control: ControlState = {**state["control"]}
-        verdict = Verdict.model_validate(control.get("last_verdict") or {})
-        current = control.get("target")
-        control["tried"] = [
-            *control.get("tried", []),
-            *([current] if current else []),
-        ]
-        control["target"] = verdict.switch_to
-        control["switches"] = control.get("switches", 0) + 1
-        control["retries"] = 0
+        control, _ = self._move_on(state)
         return Command(update={"control": control}, goto="act")
 
     def _retry_plan(self, state: StepState) -> tuple[ControlState, float]:
-        control: ControlState = {**state["control"]}
-        verdict = Verdict.model_validate(control.get("last_verdict") or {})
-        control["retries"] = control.get("retries", 0) + 1
-        wait = backoff_seconds(
-            self.backoff, retry_number=control["retries"], retry_after_s=verdict.retry_after_s
-        )
-        return control, min(wait, self._wall_left(control))
+        control, request = self._move_on(state, wall_left_s=self._wall_left(state["control"]))
+        return control, request.seconds if isinstance(request, Sleep) else 0.0
 
     def _wall_left(self, control: ControlState) -> float:
-        # A backoff never sleeps past a wall-time limit (the step's or the run's): the next attempt is
-        # refused there, and the step stops within its budget instead of after it.
+        # The wall time left at any scope (the step's or the run's); the engine caps the backoff at it.
         left = math.inf
         limit = self.limits(dict(control.get("extra_budget", {}))).get("wall_s")
         if limit is not None:
@@ -136,23 +148,23 @@ class StepRoutes:
         return Command(update={"control": control}, goto="act")
 
     def _ask_user(self, state: StepState) -> Command[str]:
-        control: ControlState = {**state["control"]}
-        if not self.interactive:
+        control, request = self._move_on(state)
+        if isinstance(request, Finish):
             # Nobody can answer (a batch job, CI): end the step instead of pausing it forever. The
             # ask_user verdict, already logged, is how it ended.
-            reason = str((control.get("last_verdict") or {}).get("reason", ""))
-            result = self._result(state, control, status="needs_user", reason=reason)
+            result = self._result(state, control, status=request.status, reason=request.verdict.reason)
             return Command(update={"result": result}, goto=END)
-        verdict = Verdict.model_validate(control.get("last_verdict") or {})
+        assert isinstance(request, Ask)
+        verdict = request.verdict
         messages = normalise_messages(state["messages"])
         question = next((str(m["content"]) for m in reversed(messages) if m["role"] == "user"), "")
         reply = ask(ask_payload(verdict, step_id=self.step_id, question=question, best=control.get("best")))
         self.emitter.reply(step_id=self.step_id, reply=reply.model_dump(mode="json"))
         # The reply ends the attempt as a verdict would, and is logged as one: the step's last record
         # says how it ended (accepted, answered, stopped), or that it goes on with a larger budget.
-        decided = reply_verdict(reply, verdict)
-        target = "user" if reply.action == "answer" else control.get("target")
         attempt = control.get("attempt", 1)
+        after, decided, request = self.engine.reply(self._attempt_state(control), verdict, reply)
+        target = "user" if reply.action == "answer" else control.get("target")
         self.emitter.verdict(
             decided,
             step_id=self.step_id,
@@ -165,44 +177,29 @@ class StepRoutes:
         dumped = decided.model_dump(mode="json")
         control["last_verdict"] = dumped
         history = [VerdictRecord(attempt=attempt, target=target, verdict=dumped)]
-        if reply.action == "accept":
-            result = self._result(state, control, status="accepted")
-            return Command(
-                update={
-                    "result": result,
-                    "messages": [AIMessage(content=result["text"] or "")],
-                    "verdicts": history,
-                    "control": control,
-                },
-                goto=END,
-            )
-        if reply.action == "answer":
-            result = self._result(
-                state,
-                control,
-                status="answered_by_user",
-                answer=reply.answer,
-                text=reply.answer,
-                served_by="user",
-            )
-            return Command(
-                update={
-                    "result": result,
-                    "messages": [AIMessage(content=reply.answer or "")],
-                    "verdicts": history,
-                    "control": control,
-                },
-                goto=END,
-            )
-        if reply.action == "extend":
+        if isinstance(request, Extend):
             extra = dict(control.get("extra_budget", {}))
-            for name, amount in reply.budget.items():
+            for name, amount in request.amounts.items():
                 extra[name] = extra.get(name, 0.0) + amount
-            control["extra_budget"] = extra
-            control["retries"] = 0
+            control = self._keep({**control, "extra_budget": extra}, after)
             return Command(update={"control": control, "verdicts": history}, goto="act")
-        control["stop_reason"] = decided.reason
-        return Command(update={"control": control, "verdicts": history}, goto="stop")
+        assert isinstance(request, Finish)
+        if request.status == "stopped":
+            control["stop_reason"] = decided.reason
+            return Command(update={"control": control, "verdicts": history}, goto="stop")
+        fields: dict[str, Any] = {"status": request.status}
+        if request.status == "answered_by_user":
+            fields.update(answer=reply.answer, text=reply.answer, served_by="user")
+        result = self._result(state, control, **fields)
+        return Command(
+            update={
+                "result": result,
+                "messages": [AIMessage(content=result["text"] or "")],
+                "verdicts": history,
+                "control": control,
+            },
+            goto=END,
+        )
 
 
 def _served_by(state: StepState, best: dict[str, Any]) -> str | None:

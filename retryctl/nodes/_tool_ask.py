@@ -19,7 +19,7 @@ So one question is pending at a time (a plain ``Command(resume=reply)`` answers 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -32,16 +32,28 @@ from pydantic import ValidationError
 from retryctl.nodes._interrupt import ASK_EVENT, UserReply, ask, parse_reply, reply_error
 from retryctl.nodes._journal import ToolJournal
 
-__all__ = ["AskRound", "call_key", "reply_to", "waiting"]
+__all__ = ["AskRound", "call_key", "reply_to", "task_key", "waiting"]
 
 _ROUND: ContextVar[AskRound | None] = ContextVar("retryctl_ask_round", default=None)
 """The round of the node run in progress: set by the node around each pass over its calls, read by the
 calls (the pool and ``asyncio.gather`` copy the context into every call)."""
 
 
-def call_key(thread: object, call_id: object) -> str | None:
+def task_key(config: Mapping[str, Any]) -> str | None:
+    """The journal prefix of a node run: its thread and task (``checkpoint_ns``, which names the task:
+    the same when LangGraph resumes the step, another for a later step), or ``None`` without a thread."""
+    configurable = config.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    if thread is None:
+        return None
+    task = configurable.get("checkpoint_ns")
+    return f"{thread}/{task}" if task else str(thread)
+
+
+def call_key(config: Mapping[str, Any], call_id: object) -> str | None:
     """The journal key of one tool call (``None`` without a thread or a call id: nothing can resume)."""
-    return None if thread is None or not call_id else f"{thread}/{call_id}"
+    prefix = task_key(config)
+    return None if prefix is None or not call_id else f"{prefix}/{call_id}"
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,8 @@ class AskRound:
     """The questions of one run of a tool node and the replies they got (see the module docstring)."""
 
     journal: ToolJournal
-    thread: object
+    config: Mapping[str, Any]
+    """The node run's config: its thread and task key the round's journal records."""
     order: Sequence[str]
     """The step's tool-call ids in the model's order: the first waiting call is asked first."""
     key: str | None = field(init=False)
@@ -69,7 +82,8 @@ class AskRound:
 
     def __post_init__(self) -> None:
         ids = "+".join(self.order)
-        self.key = None if self.thread is None or not all(self.order) else f"{self.thread}/{ids}/asks"
+        prefix = task_key(self.config)
+        self.key = None if prefix is None or not all(self.order) else f"{prefix}/{ids}/asks"
         record = self.journal.get(self.key) if self.key else None
         self.slots = [(str(c), int(n)) for c, n in record["slots"]] if record else []
         self._last = record["payload"] if record else None
@@ -129,7 +143,7 @@ class AskRound:
         self.replies[call] = (asks, reply)
 
     def _still_waiting(self, call: str, asks: int) -> bool:
-        key = call_key(self.thread, call)
+        key = call_key(self.config, call)
         record = self.journal.get(key) if key else None
         return record is not None and record.get("phase") == "ask" and int(record.get("asks", 1)) == asks
 
@@ -150,5 +164,5 @@ def waiting(call: dict[str, Any]) -> ToolMessage:
         content="",
         name=call["name"],
         tool_call_id=str(call.get("id") or ""),
-        artifact={"retryctl": {"status": "waiting"}},
+        response_metadata={"retryctl": {"status": "waiting"}},
     )

@@ -1,33 +1,29 @@
-"""One wrapped tool call: validate the arguments, call (tenacity retries transient faults), check the
-result, and act on the verdict (accept, refine, switch within the equivalence group, ask the user, stop).
+"""One wrapped tool call: check breaker and budget, call, check the result, and judge it.
 
 :class:`ToolCallController` holds everything the sync and async runs share; the two runners in
-``_tool_node`` only loop and do the I/O. Every verdict comes from :func:`~retryctl.controller.decide`,
-including the one that tells tenacity whether to retry.
+``_tool_calls`` only loop and do the I/O. Every verdict, and every step after it (a retry after a
+backoff, a switch within the equivalence group, a refine, a question, the end), is the attempt
+engine's (:class:`~retryctl.controller.AttemptEngine`): this module measures, the engine decides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, ToolException
-from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
-from pydantic import BaseModel
-from tenacity import RetryCallState
+from pydantic import BaseModel, ValidationError
 
 from retryctl.controller import (
-    Action,
+    AttemptEngine,
     Breaker,
     Classification,
     Clock,
     ErrorClass,
     Exhaustion,
     Ledger,
-    Observation,
     Policy,
     Reservation,
     StepLedger,
@@ -35,16 +31,18 @@ from retryctl.controller import (
     ValidatorResult,
     Verdict,
     classify,
-    decide,
+    run_check,
 )
 from retryctl.controller._breaker import StoreFault
 from retryctl.controller._clock import monotonic
+from retryctl.controller._engine import Backoff, evolve
 from retryctl.exceptions import BreakerOpen, BreakerStoreError
 from retryctl.nodes._events import Emitter
-from retryctl.nodes._journal import ToolJournal
+from retryctl.nodes._journal import ToolJournal, dump_result, load_result
 from retryctl.nodes._tool_ask import call_key
-from retryctl.nodes._tool_outcome import ToolOutcomes
-from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, is_idempotent
+from retryctl.nodes._tool_errors import ErrorHandling
+from retryctl.nodes._tool_outcome import ToolOutcomes, verdict_of
+from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, ToolResult, is_idempotent
 
 __all__ = ["ToolCallController"]
 
@@ -52,7 +50,8 @@ _ONE_ATTEMPT = Usage(attempts=1)
 
 
 class _Refused(Exception):
-    """The budget refused a call: raised inside the tenacity loop so decide() sees the exhaustion."""
+    """The budget refused a call: raised from :meth:`ToolCallController.prepare` so that
+    :meth:`~ToolCallController.on_failure` judges the exhaustion."""
 
     def __init__(self, exhaustion: Exhaustion) -> None:
         self.exhaustion = exhaustion
@@ -60,10 +59,15 @@ class _Refused(Exception):
 
 
 class _ToolReportedError(ToolException, ValueError):
-    """A tool returned an error ToolMessage instead of raising (``handle_tool_error=True``).
+    """``execute`` returned an error ToolMessage instead of raising (a tool with
+    ``handle_tool_error=True``, or ToolNode's own handling of bad arguments under a middleware).
 
-    Such a tool is telling the model what was wrong with its input, so it classifies as a
-    validation error (a ``ValueError``): the verdict is a refine carrying the tool's own message."""
+    It is telling the model what was wrong with its input, so it classifies as a validation error
+    (a ``ValueError``): a refine, and when that ends the call, the message goes back as it came."""
+
+    def __init__(self, message: ToolMessage) -> None:
+        self.message = message
+        super().__init__(_content_text(message))
 
 
 def _content_text(message: ToolMessage) -> str:
@@ -85,8 +89,10 @@ class ToolCallController(ToolOutcomes):
         ledger: Ledger | StepLedger | None,
         emitter: Emitter,
         journal: ToolJournal,
+        errors: ErrorHandling,
         messages_key: str,
         result_key: str | None,
+        backoff: Backoff,
         clock: Clock = monotonic,
     ) -> None:
         self.tools = tools
@@ -98,72 +104,97 @@ class ToolCallController(ToolOutcomes):
         self.ledger = ledger
         self.emitter = emitter
         self.journal = journal
+        self.errors = errors
         self.messages_key = messages_key
         self.result_key = result_key
         self.clock = clock
+        # A refine goes back to the model that wrote the arguments; an extension grants one more call.
+        self.engine = AttemptEngine(
+            policy=policy, backoff=backoff, refine_in_place=False, grant={"attempts": 1.0}
+        )
 
     # -- starting and resuming -------------------------------------------------------------------
 
-    def begin(self, request: ToolCallRequest) -> CallState | ToolMessage | Command[Any]:
-        """A fresh call state, or the journaled final message of a call that already ended."""
+    def begin(self, request: ToolCallRequest) -> CallState | ToolResult:
+        """A fresh call state, or the journaled final result of a call that already ended."""
         call = dict(request.tool_call)
         config = getattr(request.runtime, "config", None) or {}
-        key = call_key((config.get("configurable") or {}).get("thread_id"), call.get("id"))
+        key = call_key(config, call.get("id"))
         record = self.journal.get(key) if key else None
         if record is not None and record.get("phase") == "final":
-            return self._message(call, record["message"])
+            done: ToolResult = load_result(record["result"])
+            return done
         name = str(call["name"])
-        st = CallState(
-            call=call,
-            journal_key=key,
-            target=name,
-            group=list(self.groups.get(name, [name])),
-            refines=self._refines_so_far(request.state, name),
-        )
+        group = list(self.groups.get(name, [name]))
+        flow, _ = self.engine.start(group, target=name)
+        flow = evolve(flow, refines=self._refines_so_far(request.state, name))
+        st = CallState(call=call, journal_key=key, flow=flow, requested=request.tool)
         if record is not None and record.get("phase") == "ask":
-            st.target = record["target"]
-            st.tried = list(record["tried"])
-            st.attempt = int(record["attempt"])
-            st.switches = int(record["switches"])
+            st.flow = evolve(
+                flow,
+                target=record["target"],
+                tried=tuple(record["tried"]),
+                attempt=int(record["attempt"]),
+                switches=int(record["switches"]),
+                asks=int(record.get("asks", 1)),
+            )
             st.content = record["content"]
+            st.result = load_result(record["result"]) if record.get("result") else None
             st.pending_ask = Verdict.model_validate(record["verdict"])
-            st.asks = int(record.get("asks", 1))
             st.asked = True
         return st
 
     def _refines_so_far(self, state: Any, name: str) -> int:
-        messages = state.get(self.messages_key, []) if isinstance(state, dict) else state
+        """Error messages this tool already got in the current turn (since the last human message)."""
+        if isinstance(state, list):
+            messages: Any = state
+        elif isinstance(state, Mapping):
+            messages = state.get(self.messages_key, [])
+        else:  # a Pydantic model or a dataclass as the graph's state
+            messages = getattr(state, self.messages_key, [])
         count = 0
-        for message in reversed(messages or []):
+        for message in reversed(list(messages or [])):
             if isinstance(message, HumanMessage):
                 break
-            verdict = (getattr(message, "artifact", None) or {}) if isinstance(message, ToolMessage) else {}
-            info = verdict.get("retryctl", {}) if isinstance(verdict, dict) else {}
-            if message.name == name and info.get("action") == "refine":
-                count += 1
+            if isinstance(message, ToolMessage) and message.name == name:
+                # retryctl's record when it wrote one; else an error message is ToolNode's (or the
+                # tool's own) answer to bad input, which the model is refining now.
+                info = verdict_of(message)
+                if (info.get("action") == "refine") if info is not None else message.status == "error":
+                    count += 1
         return count
 
     # -- one attempt: prepared here, executed by the runner ---------------------------------------
 
     def prepare(
         self, st: CallState, request: ToolCallRequest
-    ) -> tuple[ToolCallRequest | str, Reservation | None]:
-        """Check arguments, breaker and budget; return the request to execute and its reservation,
-        or the journaled result of a non-idempotent tool that already ran. Refusals raise, so the
-        tenacity loop hands them to :meth:`should_retry` like any failure."""
-        st.attempt += 1
+    ) -> tuple[ToolCallRequest | ToolResult, Reservation | None]:
+        """Check breaker and budget; return the request to execute and its reservation, or the
+        journaled result of a non-idempotent tool that already ran. Refusals raise, and are judged
+        by :meth:`on_failure` like any failure. (The engine numbered the attempt when it moved on.)"""
         st.started = self.clock()
-        tool = self.tools[st.target]
+        tool = self._tool(st)
         if not is_idempotent(tool) and st.journal_key:
             done = self.journal.get(f"{st.journal_key}/result/{st.target}")
             if done is not None:
-                return str(done["content"]), None
+                return load_result(done["result"]), None
         args = dict(st.call.get("args") or {})
-        if st.target != st.call["name"] and st.target in self.adapters:
-            args = self.adapters[st.target](args)
-        schema = tool.tool_call_schema
+        if st.target == st.call["name"] and request.tool is tool:
+            prepared = request  # the request as it came: nothing to override
+        else:
+            if st.target in self.adapters:
+                args = self.adapters[st.target](args)
+            call = ToolCall(name=st.target, args=args, id=st.call.get("id"), type="tool_call")
+            prepared = request.override(tool=tool, tool_call=call)
+        guarded = self.breaker is not None or self.ledger is not None
+        schema = tool.tool_call_schema if guarded else None  # a property that builds the schema
         if isinstance(schema, type) and issubclass(schema, BaseModel):
-            schema.model_validate(args)  # first: a malformed call costs nothing and takes no probe slot
+            try:
+                schema.model_validate(args)
+            except ValidationError:
+                # A malformed call costs nothing and takes no probe slot: execute says what is wrong
+                # (ToolNode's own ToolInvocationError, or its message) without running the tool.
+                return prepared, None
         if self.breaker is not None:
             # admit, not allow: a breaker store that is down is decided on (fail open or closed), not raised.
             admission = self.breaker.admit(st.target)
@@ -177,26 +208,25 @@ class ToolCallController(ToolOutcomes):
             if isinstance(held, Exhaustion):
                 raise _Refused(held)  # a person's "extend" raises the limit instead (see ToolOutcomes)
             reservation = held
-        call = ToolCall(name=st.target, args=args, id=st.call.get("id"), type="tool_call")
-        return request.override(tool=tool, tool_call=call), reservation
+        return prepared, reservation
 
-    def settle(
-        self, st: CallState, reservation: Reservation | None, result: ToolMessage | Command[Any]
-    ) -> ToolMessage | Command[Any]:
+    def _tool(self, st: CallState) -> BaseTool:
+        if st.target == st.call["name"] and st.requested is not None:
+            return st.requested
+        return self.tools[st.target]
+
+    def settle(self, st: CallState, reservation: Reservation | None, result: ToolResult) -> ToolResult:
         """Account for a finished call; a tool that reported an error raises it into the retry loop."""
         failed = isinstance(result, ToolMessage) and result.status == "error"
         if reservation is not None:
             reservation.commit(_ONE_ATTEMPT)  # a call that ran and failed still cost an attempt
         if failed:
             assert isinstance(result, ToolMessage)
-            raise _ToolReportedError(_content_text(result))
+            raise _ToolReportedError(result)
         if self.breaker is not None:
             self._note(st, self.breaker.report(st.target, failed=False))
-        st.command = result if isinstance(result, Command) else None
-        if isinstance(result, ToolMessage):
-            st.content = _content_text(result)
-            if st.journal_key and not is_idempotent(self.tools[st.target]):
-                self.journal.put(f"{st.journal_key}/result/{st.target}", {"content": st.content})
+        if st.journal_key and not is_idempotent(self._tool(st)):
+            self.journal.put(f"{st.journal_key}/result/{st.target}", {"result": dump_result(result)})
         return result
 
     # -- verdicts ------------------------------------------------------------------------------------
@@ -215,22 +245,16 @@ class ToolCallController(ToolOutcomes):
             breakers, unknown = self.breaker.snapshot()
             self._note(st, unknown)
         notes, st.notes = st.notes, []
-        obs = Observation(
-            target=st.target,
-            alternatives=_after(st.group, st.target, st.tried),
+        verdict = self.engine.judge(
+            st.flow,
             validators=validators,
             error=error,
-            attempt=st.attempt,
-            retries=st.retries,
-            refines=st.refines,
-            switches=st.switches,
             budget_used=snapshot.used if snapshot else {},
             budget_limit=snapshot.limit if snapshot else {},
             exhausted=exhausted,
             breakers=breakers,
             notes=notes,
         )
-        verdict = decide(obs, self.policy)
         self.emitter.verdict(
             verdict,
             step_id=st.step_id,
@@ -244,8 +268,14 @@ class ToolCallController(ToolOutcomes):
     def on_failure(self, st: CallState, exc: BaseException) -> Verdict:
         """The verdict on a failed call (a refused budget, an open breaker, bad args or a fault)."""
         if isinstance(exc, _Refused):
+            st.error = None
             return self._decide(st, exhausted=exc.exhaustion)
         error = classify(exc)
+        # The error a call may end on as ToolNode would end it: not a refusal (an open breaker, a store
+        # failing closed), and not a transient fault, which is the controller's own business (retried,
+        # switched, and when nothing is left stopped with its message, as a spent budget is).
+        refused = isinstance(exc, BreakerOpen | BreakerStoreError)
+        st.error = None if refused or error.error_class is ErrorClass.TRANSIENT else exc
         counts = error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL)
         # A refusal (an open breaker, or a store failing closed) is no failure of the target's own.
         if self.breaker is not None and counts and not isinstance(exc, BreakerOpen | BreakerStoreError):
@@ -257,49 +287,13 @@ class ToolCallController(ToolOutcomes):
         if fault is not None:
             st.notes.append(str(fault))
 
-    def should_retry(self, st: CallState, box: list[Verdict]) -> Callable[[RetryCallState], bool]:
-        """tenacity's ``retry=`` predicate: retry exactly when decide() says ``retry``."""
-
-        def predicate(state: RetryCallState) -> bool:
-            outcome = state.outcome
-            if outcome is None or not outcome.failed:
-                return False
-            exc = outcome.exception()
-            if exc is None or isinstance(exc, GraphBubbleUp):
-                return False
-            verdict = self.on_failure(st, exc)
-            box.append(verdict)
-            if verdict.action is Action.RETRY:
-                st.retries += 1
-                return True
-            return False
-
-        return predicate
-
-    def on_success(self, st: CallState, result: ToolMessage | Command[Any]) -> Verdict:
+    def on_success(self, st: CallState, result: ToolResult) -> Verdict:
         """The verdict on a result: the built-in ``call_succeeded`` check plus the tool's validators."""
+        st.result, st.error = result, None
+        st.content = _content_text(result) if isinstance(result, ToolMessage) else None
         checks = [ValidatorResult("call_succeeded", True)]
         if isinstance(result, ToolMessage):
             args = dict(st.call.get("args") or {})
             for validator in self.validators.get(st.target, ()):
-                checks.append(_run(validator, st.content or "", args))
+                checks.append(run_check(validator, st.content or "", args))
         return self._decide(st, validators=checks)
-
-
-def _after(group: Sequence[str], key: str, tried: Sequence[str]) -> list[str]:
-    """The members to try instead of ``key``: those after it, then (wrapping round) those before it,
-    as :meth:`retryctl.tools.ToolRegistry.alternatives` orders them."""
-    if key not in group:
-        return [m for m in group if m not in tried]
-    start = group.index(key)
-    return [m for m in (*group[start + 1 :], *group[:start]) if m not in tried]
-
-
-def _run(validator: ResultValidator, content: str, args: dict[str, Any]) -> ValidatorResult:
-    name = getattr(validator, "__name__", type(validator).__name__)
-    try:
-        out = validator(content, args)
-    except Exception as exc:
-        # The evidence goes back to the model: the exception's one-line summary, never a traceback.
-        return ValidatorResult(name, False, f"{type(exc).__name__}: {exc}")
-    return out if isinstance(out, ValidatorResult) else ValidatorResult(name, bool(out))

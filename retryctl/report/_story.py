@@ -77,9 +77,12 @@ def _fmt(value: float) -> str:
 
 def _budget(used: dict[str, Any], limit: dict[str, Any]) -> str:
     parts = []
-    for name in ("samples", "attempts", "usd", "output_tokens"):
+    for name in ("samples", "attempts", "usd", "output_tokens", "transport_retries"):
+        cap = limit.get(name)
+        # A backend's transport retries are told only where there were some or a limit is set.
+        if name == "transport_retries" and not used.get(name) and cap is None:
+            continue
         if name in used:
-            cap = limit.get(name)
             parts.append(f"{name} {_fmt(used[name])}" + ("" if cap is None else f"/{_fmt(cap)}"))
     return ", ".join(parts)
 

@@ -8,7 +8,6 @@ import threading
 import time
 from types import TracebackType
 
-from retryctl._turn import yielded_turn
 from retryctl.exceptions import ConfigError
 from retryctl.sandbox._errors import SandboxError
 from retryctl.sandbox._job import (
@@ -128,10 +127,7 @@ class Sandbox:
         self, code: str, *, timeout_s: float = 10.0, memory_mb: int = 512, files: FilesArg = None
     ) -> ExecResult:
         """:meth:`run` in a thread, for async callers."""
-        async with yielded_turn():
-            return await asyncio.to_thread(
-                self.run, code, timeout_s=timeout_s, memory_mb=memory_mb, files=files
-            )
+        return await asyncio.to_thread(self.run, code, timeout_s=timeout_s, memory_mb=memory_mb, files=files)
 
     def _take(self) -> WorkerProcess:
         """An idle worker; waits for one, but not past :meth:`close`."""

@@ -15,7 +15,6 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
-from retryctl._turn import yielded_turn
 from retryctl.sandbox import ExecResult, Sandbox, SandboxError, SandboxUnavailable, Tier, run_code
 
 __all__ = ["PythonArgs", "PythonRunReport", "PythonTool", "build_test_harness"]
@@ -178,5 +177,4 @@ class PythonTool(BaseTool):
         return render(report), report
 
     async def _arun(self, code: str, tests: list[str] | None = None, **_: Any) -> tuple[str, PythonRunReport]:
-        async with yielded_turn():
-            return await asyncio.to_thread(self._run, code, tests)
+        return await asyncio.to_thread(self._run, code, tests)

@@ -163,7 +163,13 @@ _TEXT = st.text(st.characters(codec="utf-8"))  # no lone surrogates: they are te
 _KEYS = st.one_of(_TEXT, st.sampled_from(["prev_hash", "schema", "run_id", "hash", "e", "0e-5"]))
 _JSON = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(), _FLOATS, _TEXT, st.sampled_from(["1e-05", ":0.00001"])
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        _FLOATS,
+        _TEXT,
+        # Number-like bytes inside strings: the fast encoder must not take them for floats, nor miss one.
+        st.sampled_from(["1e-05", ":0.00001", "9e71-42c8", "a:12e5", "[1E7", ",-0.00001"]),
     ),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
     max_leaves=24,
@@ -206,6 +212,34 @@ class TestFastEncoder:
     def test_unvalidated_bodies_keep_json_dumps_refusing_nan(self):
         with pytest.raises(ValueError, match="Out of range float"):
             encode_line(_body({"v": math.nan}, "0" * 64))
+
+    @pytest.mark.parametrize(
+        ("fields", "fast"),
+        [
+            ({"run_id": "09c99e71-42c8-4390-8191-fd8726aa0627", "step_id": "tool:f:call_3E9"}, True),
+            ({"reason": "took 1e-05 s", "answer": "0.00001"}, True),
+            ({"latency_ms": 1e-05}, False),
+            ({"signals": {"a": 0.5, "b": 1e16}}, False),
+            ({"notes": [], "xs": [2, -1e-07]}, False),
+        ],
+    )
+    def test_only_a_float_in_a_number_takes_the_slow_path(self, fields, fast, monkeypatch):
+        # Exponent-like bytes in a string (a uuid's "9e", a call id's "3E") are not floats.
+        from retryctl.audit import _canonical
+
+        slow: list[Any] = []
+        real = _canonical.canonical_bytes
+
+        def counted(obj: dict[str, Any]) -> bytes:
+            slow.append(obj)
+            return real(obj)
+
+        monkeypatch.setattr(_canonical, "canonical_bytes", counted)
+        body = {"schema": 1, "kind": "verdict", "run_id": "r", **fields, "prev_hash": "9e" * 32}
+        line = encode_line(body, validated=True)
+        monkeypatch.undo()
+        assert (slow == []) is fast
+        assert line == encode_line(body)
 
     def test_an_ordinary_record_takes_the_fast_path(self, log_path, monkeypatch):
         from retryctl.audit import _canonical

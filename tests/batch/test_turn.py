@@ -74,14 +74,17 @@ class State(MessagesState):
 
 
 def _http_graph(backend: OpenAIBackend, events: Events) -> Any:
-    """think (CPU) -> ask (a real HTTP completion through sample_within) -> conclude (CPU)."""
+    """think (CPU) -> ask (a real HTTP completion, drawn as the sampling driver draws) -> conclude (CPU)."""
 
     async def think(state: State) -> dict[str, Any]:
         await _cpu(events, str(state["messages"][0].content))
         return {}
 
     async def ask(state: State) -> dict[str, Any]:
-        [drawn] = await sample_within(backend, [{"role": "user", "content": "6 x 7?"}])
+        # A graph's own await of a backend gives the turn up as the library's drivers do: the backend
+        # knows nothing of batches.
+        async with yielded_turn():
+            [drawn] = await sample_within(backend, [{"role": "user", "content": "6 x 7?"}])
         return {"result": {"status": "accepted", "answer": drawn.text, "confidence": 1.0, "reason": ""}}
 
     async def conclude(state: State) -> dict[str, Any]:

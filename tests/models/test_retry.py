@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -11,7 +12,7 @@ from retryctl.models import (
     TerminalBackendError,
     TransientBackendError,
 )
-from retryctl.models._retry import call_with_retries
+from retryctl.models._retry import TransportRetry, call_with_retries, transport_retries
 
 
 def flaky(errors: list[Exception], result: str = "ok"):
@@ -79,3 +80,94 @@ class TestCallWithRetries:
         with pytest.raises(TerminalBackendError):
             asyncio.run(call_with_retries(fn, RetrySettings(attempts=5)))
         assert len(calls) == 1
+
+
+def allow_all(told: list[TransportRetry]) -> Callable[[TransportRetry], bool]:
+    """A listener that records every retry and lets it go ahead."""
+
+    def listen(retry: TransportRetry) -> bool:
+        told.append(retry)
+        return True
+
+    return listen
+
+
+class TestTransportRetries:
+    """The listener a driver installs around a draw (:func:`transport_retries`)."""
+
+    @staticmethod
+    async def _nosleep(seconds: float) -> None:
+        pass
+
+    def test_the_listener_is_told_each_retry_before_its_wait(self):
+        told: list[TransportRetry] = []
+        fn, calls = flaky(
+            [
+                TransientBackendError("HTTP 503: down", backend="b", status_code=503),
+                TransientBackendError("HTTP 429: slow down", backend="b", status_code=429, retry_after_s=2.0),
+            ]
+        )
+        settings = RetrySettings(attempts=4, initial_wait_s=0.5, jitter=False)
+
+        async def main() -> str:
+            with transport_retries(allow_all(told)):
+                return await call_with_retries(fn, settings, sleep=self._nosleep, label="m")
+
+        assert asyncio.run(main()) == "ok" and len(calls) == 3
+        assert [(r.failed_try, r.tries, r.status_code, r.wait_s) for r in told] == [
+            (1, 4, 503, 0.5),
+            (2, 4, 429, 2.0),
+        ]
+        assert {(r.backend, r.error_class, r.fault) for r in told} == {
+            ("m", "transient", "TransientBackendError")
+        }
+        assert str(told[1]) == (
+            "transport retry of m: try 2 of 4 failed (transient TransientBackendError: HTTP 429: slow down); "
+            "waited 2 s"
+        )
+
+    def test_a_refusal_ends_the_retrying_with_the_last_error(self):
+        fn, calls = flaky([TransientBackendError("HTTP 503", backend="b", status_code=503)] * 3)
+
+        async def main() -> None:
+            with transport_retries(lambda retry: retry.failed_try < 2):
+                await call_with_retries(fn, RetrySettings(attempts=5), sleep=self._nosleep)
+
+        with pytest.raises(TransientBackendError) as info:
+            asyncio.run(main())
+        assert len(calls) == 2 and info.value.attempts == 2
+
+    def test_gathered_requests_see_the_listener_and_it_is_gone_after(self):
+        told: list[TransportRetry] = []
+
+        async def one() -> str:
+            fn, _ = flaky([TransientBackendError("x", backend="b")])
+            return await call_with_retries(fn, RetrySettings(attempts=2), sleep=self._nosleep)
+
+        async def main() -> list[str]:
+            with transport_retries(allow_all(told)):
+                got = await asyncio.gather(one(), one())
+            await one()  # outside: retried, told to nobody
+            return list(got)
+
+        assert asyncio.run(main()) == ["ok", "ok"] and [r.failed_try for r in told] == [1, 1]
+
+    def test_the_last_try_and_unretryable_errors_are_not_told(self):
+        told: list[TransportRetry] = []
+        fn, _ = flaky([TerminalBackendError("HTTP 400", backend="b", status_code=400)])
+
+        async def main() -> None:
+            with transport_retries(allow_all(told)):
+                await call_with_retries(fn, RetrySettings(attempts=3), sleep=self._nosleep)
+
+        with pytest.raises(TerminalBackendError):
+            asyncio.run(main())
+        fn2, calls = flaky([TransientBackendError("x", backend="b")] * 2)
+
+        async def main2() -> None:
+            with transport_retries(allow_all(told)):
+                await call_with_retries(fn2, RetrySettings(attempts=2), sleep=self._nosleep)
+
+        with pytest.raises(TransientBackendError):
+            asyncio.run(main2())
+        assert len(calls) == 2 and [r.failed_try for r in told] == [1]

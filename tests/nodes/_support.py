@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from retryctl.nodes import ControlledToolNode
 from retryctl.testing import CapturedRun
 
 Runner = Callable[..., CapturedRun]
@@ -36,3 +37,11 @@ class RateLimited(Exception):
 def user(text: str) -> dict[str, Any]:
     """A state with one user message."""
     return {"messages": [{"role": "user", "content": text}]}
+
+
+class StreamingToolNode(ControlledToolNode):
+    """``ControlledToolNode`` with its verdicts on the custom stream (off by default), which
+    ``capture_verdicts`` reads."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, stream_events=True, **kwargs)

@@ -95,3 +95,30 @@ class TestRunIdFromConfig:
         assert len(ids) == 5  # a retry and two accepts, then two accepts
         assert len(set(ids[:3])) == 1 and len(set(ids[3:])) == 1 and ids[0] != ids[3]
         assert "run" not in ids
+
+
+class TestDrawnRunIds:
+    def test_drawn_ids_are_distinct_version_4_uuids(self) -> None:
+        from retryctl.nodes._events import new_run_id
+
+        ids = [new_run_id() for _ in range(10_000)]
+        assert len(set(ids)) == len(ids)
+        assert {uuid.UUID(i).version for i in ids} == {4}
+
+    def test_a_forked_child_does_not_repeat_its_parents_ids(self) -> None:
+        import os
+
+        from retryctl.nodes._events import new_run_id
+
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its next id, to the parent
+            os.close(read)
+            os.write(write, new_run_id().encode())
+            os._exit(0)
+        os.close(write)
+        parents = new_run_id()
+        with os.fdopen(read) as pipe:
+            childs = pipe.read()
+        os.waitpid(pid, 0)
+        assert uuid.UUID(childs) and childs != parents

@@ -7,10 +7,10 @@ import retryctl.testing
 
 NODES = {
     "ASK_EVENT", "REPLY_EVENT", "TOOL_POLICY", "VERDICT_EVENT", "ArgsAdapter", "CandidateRecord",
-    "ControlState", "ControlledStep", "ControlledToolNode", "Emitter", "MemoryToolJournal",
-    "ResultValidator", "SQLiteToolJournal", "SamplingSchedule", "StepInput", "StepOutput", "StepResult",
-    "StepState", "ToolJournal", "UserReply", "VerdictRecord", "WaitRetryAfter", "backoff_seconds",
-    "is_idempotent", "parse_reply", "sqlite_checkpointer",
+    "ControlState", "ControlledStep", "ControlledToolCalls", "ControlledToolNode", "Emitter",
+    "MemoryToolJournal", "ResultValidator", "SQLiteToolJournal", "SamplingSchedule", "StepInput",
+    "StepOutput", "StepResult", "StepState", "ToolJournal", "ToolResult", "UserReply", "VerdictRecord",
+    "WaitRetryAfter", "backoff_seconds", "is_idempotent", "parse_reply", "sqlite_checkpointer", "verdict_of",
 }  # fmt: skip
 
 TESTING = {

@@ -15,8 +15,8 @@ from langgraph.types import Command
 from retryctl.audit import DecisionLog, VerdictRecord, read_records
 from retryctl.controller import Breaker, BreakerConfig, Budget, Ledger, ManualClock, Policy, ValidatorResult
 from retryctl.exceptions import ConfigError
-from retryctl.nodes import ControlledToolNode, StepResult
-from tests.nodes._support import RateLimited, Runner, Sleeps
+from retryctl.nodes import ControlledToolNode, StepResult, verdict_of
+from tests.nodes._support import RateLimited, Runner, Sleeps, StreamingToolNode
 
 
 class State(MessagesState):
@@ -78,22 +78,22 @@ def non_negative(content: str, args: dict[str, Any]) -> ValidatorResult:
 
 class TestControlledToolNode:
     def test_is_a_tool_node(self) -> None:
-        assert isinstance(ControlledToolNode([Calls().calculator()]), ToolNode)
+        assert isinstance(StreamingToolNode([Calls().calculator()]), ToolNode)
 
     def test_accept(self, run: Runner) -> None:
         calls = Calls()
         out = run(
-            graph_of(ControlledToolNode([calls.calculator()])), calling(("calculator", {"expression": "6*7"}))
+            graph_of(StreamingToolNode([calls.calculator()])), calling(("calculator", {"expression": "6*7"}))
         )
         [message] = tool_messages(out)
         assert message.content == "42"
         assert message.status == "success"
-        assert message.artifact["retryctl"]["action"] == "accept"
+        assert verdict_of(message) is None  # a first-try accept is left as the tool returned it
         assert out.actions == ["accept"]
 
     def test_refine_names_the_failing_check_and_evidence(self, run: Runner) -> None:
         calls = Calls()
-        node = ControlledToolNode([calls.calculator(result="-5")], validators={"calculator": [non_negative]})
+        node = StreamingToolNode([calls.calculator(result="-5")], validators={"calculator": [non_negative]})
         out = run(graph_of(node), calling(("calculator", {"expression": "2-7"})))
         [message] = tool_messages(out)
         assert message.status == "error"
@@ -103,9 +103,7 @@ class TestControlledToolNode:
 
     def test_invalid_arguments_are_refined_before_the_call(self, run: Runner) -> None:
         calls = Calls()
-        out = run(
-            graph_of(ControlledToolNode([calls.calculator()])), calling(("calculator", {"expr": "1+1"}))
-        )
+        out = run(graph_of(StreamingToolNode([calls.calculator()])), calling(("calculator", {"expr": "1+1"})))
         [message] = tool_messages(out)
         assert out.actions == ["refine"]
         assert calls.log == []
@@ -116,14 +114,14 @@ class TestControlledToolNode:
         def parses(content: str, args: dict[str, Any]) -> bool:
             return int(content) > 0  # raises ValueError on "4.5"
 
-        node = ControlledToolNode([Calls().calculator(result="4.5")], validators={"calculator": [parses]})
+        node = StreamingToolNode([Calls().calculator(result="4.5")], validators={"calculator": [parses]})
         [message] = tool_messages(run(graph_of(node), calling(("calculator", {"expression": "9/2"}))))
         assert "parses: ValueError: invalid literal for int()" in message.content
         assert "Traceback" not in message.content
 
     def test_retry_honours_retry_after(self, run: Runner) -> None:
         calls, sleeps = Calls(), Sleeps()
-        node = ControlledToolNode([calls.calculator([RateLimited("7")])], sleep=sleeps, asleep=sleeps.asleep)
+        node = StreamingToolNode([calls.calculator([RateLimited("7")])], sleep=sleeps, asleep=sleeps.asleep)
         out = run(graph_of(node), calling(("calculator", {"expression": "6*7"})))
         assert out.actions == ["retry", "accept"]
         assert sleeps.waits == [7.0]
@@ -133,7 +131,7 @@ class TestControlledToolNode:
         calls, sleeps = Calls(), Sleeps()
         breaker = Breaker(BreakerConfig(failure_threshold=2, cooldown_s=60), clock=ManualClock())
         calculator = calls.calculator([ConnectionError("down")] * 5)
-        node = ControlledToolNode(
+        node = StreamingToolNode(
             [calculator],
             groups={"arithmetic": [calculator, calls.python()]},
             adapters={"python": lambda args: {"code": f"print({args['expression']})"}},
@@ -151,14 +149,14 @@ class TestControlledToolNode:
         ]
         [message] = tool_messages(out)
         assert message.name == "calculator"  # the model asked for calculator; its call id is answered
-        assert message.artifact["retryctl"]["served_by"] == "python"
+        assert (verdict_of(message) or {}).get("served_by") == "python"
 
     def test_an_open_breaker_is_skipped_without_a_call(self, run: Runner) -> None:
         calls = Calls()
         breaker = Breaker(BreakerConfig(failure_threshold=1, cooldown_s=60), clock=ManualClock())
         breaker.record_failure("calculator")
         calculator = calls.calculator()
-        node = ControlledToolNode(
+        node = StreamingToolNode(
             [calculator],
             groups={"arithmetic": [calculator, calls.python()]},
             adapters={"python": lambda args: {"code": args["expression"]}},
@@ -170,9 +168,7 @@ class TestControlledToolNode:
 
     def test_stop_when_the_budget_is_spent(self, run: Runner) -> None:
         calls = Calls()
-        node = ControlledToolNode(
-            [calls.calculator()], ledger=Ledger(Budget(attempts=0)), result_key="result"
-        )
+        node = StreamingToolNode([calls.calculator()], ledger=Ledger(Budget(attempts=0)), result_key="result")
         out = run(graph_of(node), calling(("calculator", {"expression": "1"})))
         assert out.actions == ["stop"]
         assert calls.log == []
@@ -182,14 +178,14 @@ class TestControlledToolNode:
         assert out.output["result"]["status"] == "stopped"
 
     def test_refines_are_counted_across_turns(self, run: Runner) -> None:
-        node = ControlledToolNode(
+        node = StreamingToolNode(
             [Calls().calculator(result="-1")],
             validators={"calculator": [non_negative]},
             policy=Policy(weights={"validators": 1.0}, max_refines=1, low_confidence=("stop",)),
         )
         state = calling(("calculator", {"expression": "0-1"}))
         earlier = ToolMessage(
-            "bad", name="calculator", tool_call_id="old", artifact={"retryctl": {"action": "refine"}}
+            "bad", name="calculator", tool_call_id="old", response_metadata={"retryctl": {"action": "refine"}}
         )
         state["messages"].insert(1, earlier)
         out = run(graph_of(node), state)
@@ -199,7 +195,7 @@ class TestControlledToolNode:
 class TestToolAskUser:
     def node(self, calls: Calls, **kwargs: Any) -> ControlledToolNode:
         policy = Policy(weights={"validators": 1.0}, max_refines=0)
-        return ControlledToolNode(
+        return StreamingToolNode(
             [calls.calculator(result="-5")],
             validators={"calculator": [non_negative]},
             policy=policy,
@@ -245,8 +241,8 @@ class TestToolAskUser:
         reply = {"action": "answer", "answer": "-3", "budget": {}}
         assert answered.extra == {"decided_by": "user", "reply": reply}
         [message] = tool_messages(out)
-        assert message.artifact["retryctl"]["served_by"] == "user"
-        assert message.artifact["retryctl"]["action"] == "accept"
+        assert (verdict_of(message) or {}).get("served_by") == "user"
+        assert (verdict_of(message) or {}).get("action") == "accept"
         assert out.output["result"]["served_by"] == "user"
 
 
@@ -264,7 +260,7 @@ class TestNonIdempotent:
     def test_not_run_again_when_the_user_extends(self, run: Runner) -> None:
         log: list[str] = []
         policy = Policy(weights={"validators": 1.0}, max_refines=0)
-        node = ControlledToolNode(
+        node = StreamingToolNode(
             [self.charge_tool(log)], validators={"charge": [non_negative]}, policy=policy
         )
         graph = graph_of(node, InMemorySaver())
@@ -290,7 +286,7 @@ class TestNonIdempotent:
         send_email.metadata = {"idempotent": False}
         calls = Calls()
         policy = Policy(weights={"validators": 1.0}, max_refines=0)
-        node = ControlledToolNode(
+        node = StreamingToolNode(
             [send_email, calls.calculator(result="-5")],
             validators={"calculator": [non_negative]},
             policy=policy,
@@ -313,16 +309,16 @@ class TestNonIdempotent:
 class TestConfig:
     def test_policy_must_weigh_validators(self) -> None:
         with pytest.raises(ConfigError, match=r"policy\.weights"):
-            ControlledToolNode([Calls().calculator()], policy=Policy())
+            StreamingToolNode([Calls().calculator()], policy=Policy())
 
     def test_a_tool_in_two_groups_is_rejected(self) -> None:
         calc = Calls().calculator()
         with pytest.raises(ConfigError, match="groups"):
-            ControlledToolNode([calc], groups={"a": [calc], "b": [calc]})
+            StreamingToolNode([calc], groups={"a": [calc], "b": [calc]})
 
     def test_validators_must_name_known_tools(self) -> None:
         with pytest.raises(ConfigError, match="validators"):
-            ControlledToolNode([Calls().calculator()], validators={"nope": [non_negative]})
+            StreamingToolNode([Calls().calculator()], validators={"nope": [non_negative]})
 
 
 class TestRegistry:
@@ -335,7 +331,7 @@ class TestRegistry:
         )
         breaker = Breaker(BreakerConfig(failure_threshold=1, cooldown_s=60), clock=ManualClock())
         breaker.record_failure("calculator")
-        node = ControlledToolNode.from_registry(
+        node = StreamingToolNode.from_registry(
             registry, adapters={"python": lambda a: {"code": f"print({a['expression']})"}}, breaker=breaker
         )
         out = run(graph_of(node), calling(("calculator", {"expression": "6*7"})))
@@ -346,7 +342,7 @@ class TestRegistry:
         from retryctl.tools import CalculatorTool
 
         out = run(
-            graph_of(ControlledToolNode([CalculatorTool()])), calling(("calculator", {"expression": "6 *"}))
+            graph_of(StreamingToolNode([CalculatorTool()])), calling(("calculator", {"expression": "6 *"}))
         )
         [message] = tool_messages(out)
         assert out.actions == ["refine"]
@@ -358,7 +354,7 @@ class TestToolBudget:
     def test_exhaustion_asks_to_extend_and_the_call_runs(self, run: Runner) -> None:
         calls = Calls()
         policy = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
-        node = ControlledToolNode([calls.calculator()], ledger=Ledger(Budget(attempts=0)), policy=policy)
+        node = StreamingToolNode([calls.calculator()], ledger=Ledger(Budget(attempts=0)), policy=policy)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         first = run(graph, calling(("calculator", {"expression": "6*7"})), config)
@@ -373,7 +369,7 @@ class TestToolBudget:
 
 class TestToolNodeCompatibility:
     def test_an_unknown_tool_gets_toolnodes_own_error(self, run: Runner) -> None:
-        out = run(graph_of(ControlledToolNode([Calls().calculator()])), calling(("nope", {})))
+        out = run(graph_of(StreamingToolNode([Calls().calculator()])), calling(("nope", {})))
         [message] = tool_messages(out)
         assert message.status == "error"
         assert "nope is not a valid tool" in message.text
@@ -386,7 +382,7 @@ class TestToolNodeCompatibility:
             return f"{prefix}{len(state['messages'])}"
 
         out = run(
-            graph_of(ControlledToolNode([count_messages])), calling(("count_messages", {"prefix": "n="}))
+            graph_of(StreamingToolNode([count_messages])), calling(("count_messages", {"prefix": "n="}))
         )
         assert tool_messages(out)[0].content == "n=2"
         assert out.actions == ["accept"]
@@ -398,7 +394,7 @@ class TestToolNodeCompatibility:
             message = ToolMessage("stored", tool_call_id=tool_call_id)
             return Command(update={"messages": [message], "result": {"status": "accepted", "answer": fact}})
 
-        out = run(graph_of(ControlledToolNode([remember])), calling(("remember", {"fact": "sky is blue"})))
+        out = run(graph_of(StreamingToolNode([remember])), calling(("remember", {"fact": "sky is blue"})))
         assert out.actions == ["accept"]
         assert out.output["result"]["answer"] == "sky is blue"
         assert tool_messages(out)[0].content == "stored"
@@ -411,7 +407,7 @@ class TestToolEvents:
         calls, sleeps = Calls(), Sleeps()
         path = tmp_path / "tools.jsonl"
         with DecisionLog(path) as log:
-            node = ControlledToolNode(
+            node = StreamingToolNode(
                 [calls.calculator([TimeoutError("slow")])], log=log, sleep=sleeps, asleep=sleeps.asleep
             )
             out = run(

@@ -16,7 +16,7 @@ from langgraph.types import Command
 from retryctl.controller import Policy
 from retryctl.nodes import ControlledToolNode, MemoryToolJournal, SQLiteToolJournal, sqlite_checkpointer
 from retryctl.testing import CapturedRun, capture_verdicts
-from tests.nodes._support import Runner
+from tests.nodes._support import Runner, StreamingToolNode
 from tests.nodes.test_tool_node import graph_of, non_negative, tool_messages
 
 ASKS = Policy(weights={"validators": 1.0}, max_refines=0)  # a rejected result is asked about at once
@@ -68,7 +68,7 @@ class SlowJournal(MemoryToolJournal):
 
 def racing_node(tools: Subtract) -> ControlledToolNode:
     """A node on which ``call-0`` reaches its question last, both in a first run and after a resume."""
-    return ControlledToolNode(
+    return StreamingToolNode(
         [tools.tool()], validators={"subtract": [non_negative]}, policy=ASKS, journal=SlowJournal("call-0")
     )
 
@@ -118,7 +118,7 @@ class TestSiblingsAskInOneStep:
         assert sorted(tools.log) == ["2-7", "3-8"]  # each tool ran once
 
     def test_the_question_names_its_call(self, run: Runner) -> None:
-        node = ControlledToolNode([Subtract().tool()], validators={"subtract": [non_negative]}, policy=ASKS)
+        node = StreamingToolNode([Subtract().tool()], validators={"subtract": [non_negative]}, policy=ASKS)
         first = run(graph_of(node, InMemorySaver()), turn("2-7", "3-8"), CONFIG)
         [question] = first.interrupts
         assert question.value["tool_call_id"] == "call-0"
@@ -147,7 +147,7 @@ class TestSiblingsAskInOneStep:
         tools = Subtract()
 
         def graph() -> Any:
-            node = ControlledToolNode(
+            node = StreamingToolNode(
                 [tools.tool()],
                 validators={"subtract": [non_negative]},
                 policy=ASKS,
@@ -170,7 +170,7 @@ class TestSiblingsAskInOneStep:
 class TestOneCallAsksTwice:
     def test_the_second_question_gets_the_second_answer(self, run: Runner) -> None:
         tools = Subtract()
-        node = ControlledToolNode([tools.tool()], validators={"subtract": [non_negative]}, policy=ASKS)
+        node = StreamingToolNode([tools.tool()], validators={"subtract": [non_negative]}, policy=ASKS)
         graph = graph_of(node, InMemorySaver())
         assert run(graph, turn("2-7"), CONFIG).actions == ["ask_user"]
         again = run(graph, Command(resume=EXTEND), CONFIG)
@@ -185,7 +185,7 @@ class TestOneCallAsksTwice:
         assert tools.log == ["2-7", "2-7"]
 
     def test_a_bad_reply_is_asked_again_with_the_error(self, run: Runner) -> None:
-        node = ControlledToolNode([Subtract().tool()], validators={"subtract": [non_negative]}, policy=ASKS)
+        node = StreamingToolNode([Subtract().tool()], validators={"subtract": [non_negative]}, policy=ASKS)
         graph = graph_of(node, InMemorySaver())
         run(graph, turn("2-7", "3-8"), CONFIG)
         bad = run(graph, Command(resume={"action": "extend"}), CONFIG)

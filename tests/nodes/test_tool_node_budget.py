@@ -11,8 +11,7 @@ from langgraph.types import Command
 
 from retryctl.audit import DecisionLog, VerdictRecord, read_records
 from retryctl.controller import Budget, Ledger, ManualClock, Policy
-from retryctl.nodes import ControlledToolNode
-from tests.nodes._support import Runner
+from tests.nodes._support import Runner, StreamingToolNode
 from tests.nodes.test_tool_node import Calls, graph_of, tool_messages
 
 ASK_ON_EXHAUSTION = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
@@ -32,7 +31,7 @@ class TestExtendedCallsAreCharged:
         calls, ledger = Calls(), Ledger(Budget(attempts=1))
         path = tmp_path / "log.jsonl"
         with DecisionLog(path) as log:
-            node = ControlledToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION, log=log)
+            node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION, log=log)
             graph = graph_of(node, InMemorySaver())
             config = {"configurable": {"thread_id": "t"}}
             assert run(graph, turn("call-1", "1"), config).actions == ["accept"]
@@ -56,7 +55,7 @@ class TestExtendedCallsAreCharged:
 
     def test_the_extended_limit_holds_for_later_calls_too(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=0))
-        node = ControlledToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
@@ -69,7 +68,7 @@ class TestExtendedCallsAreCharged:
 
     def test_a_reply_naming_no_attempts_grants_one_and_the_limits_it_names(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=0, samples=4))
-        node = ControlledToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         run(graph, turn("call-1", "1"), config)
@@ -81,7 +80,7 @@ class TestExtendedCallsAreCharged:
     def test_a_spent_wall_clock_is_not_bypassed_by_more_attempts(self, run: Runner) -> None:
         clock = ManualClock()
         calls, ledger = Calls(), Ledger(Budget(wall_s=10), clock=clock)
-        node = ControlledToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         clock.advance(11)
@@ -96,7 +95,7 @@ class TestExtendedCallsAreCharged:
     def test_a_step_ledger_is_extended_with_its_run(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=5))
         step = ledger.step("tools", budget=Budget(attempts=0))
-        node = ControlledToolNode([calls.calculator()], ledger=step, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], ledger=step, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
@@ -108,3 +107,46 @@ class TestExtendedCallsAreCharged:
         assert (step_snap.parent.used["attempts"], step_snap.parent.limit["attempts"]) == (1, 6)
         evidence = out.verdicts[-1]["verdict"]["evidence"]
         assert (evidence["budget_used"]["attempts"], evidence["budget_limit"]["attempts"]) == (1, 1)
+
+
+class TestFailedCallsAreCharged:
+    """A call that ran and raised cost an attempt: a flaky tool cannot be retried past the budget."""
+
+    @staticmethod
+    def _flaky(failures: int) -> Any:
+        from langchain_core.tools import tool
+
+        seen: list[int] = []
+
+        @tool
+        def calculator(expression: str) -> str:
+            """Evaluate an arithmetic expression."""
+            seen.append(1)
+            if len(seen) <= failures:
+                raise ConnectionError("connection reset by peer")
+            return "42"
+
+        return calculator, seen
+
+    def test_each_failed_try_is_on_the_ledger(self, run: Runner) -> None:
+        calculator, seen = self._flaky(failures=2)
+        ledger = Ledger(Budget(attempts=5))
+        node = StreamingToolNode([calculator], ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
+        out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
+        assert out.actions == ["retry", "retry", "accept"]
+        assert len(seen) == 3
+        assert ledger.snapshot().used["attempts"] == 3
+
+    def test_the_attempts_budget_stops_a_tool_that_keeps_failing(self, run: Runner) -> None:
+        calculator, seen = self._flaky(failures=10)
+        ledger = Ledger(Budget(attempts=2))
+        node = StreamingToolNode([calculator], ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
+        out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
+        assert out.actions == ["retry", "retry", "stop"]
+        assert len(seen) == 2  # the third try is refused before the tool runs
+        assert "attempts" in str(tool_messages(out)[-1].content)
+        assert ledger.snapshot().used["attempts"] == 2
+
+
+async def _no_wait(seconds: float) -> None:
+    return None

@@ -35,7 +35,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from retryctl.audit import DecisionLog
 from retryctl.exceptions import ConfigError
-from retryctl.nodes import ControlledToolNode, SQLiteToolJournal
+from retryctl.nodes import ControlledToolNode, SQLiteToolJournal, verdict_of
 
 __all__ = ["DIR_ENV", "EPOCH_ENV", "make_graph"]
 
@@ -98,7 +98,8 @@ def _finish(state: State) -> dict[str, Any]:
     messages = state["messages"]
     last_ai = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
     replies = [m for m in messages[last_ai + 1 :] if isinstance(m, ToolMessage)]
-    actions = [(m.artifact or {}).get("retryctl", {}).get("action") for m in replies]
+    # retryctl's record, or none for a first-try accept left as the tool returned it.
+    actions = [(verdict_of(m) or {"action": "accept"})["action"] for m in replies]
     ok = bool(replies) and all(a == "accept" for a in actions)
     return {
         "result": {

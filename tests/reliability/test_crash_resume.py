@@ -3,7 +3,7 @@
 decision log whose chain verifies, a torn last line being cut and recorded, never kept.
 
 *Finished*, in the tool journal's terms: a ``charge`` call is finished once its result record
-``<thread>/<call id>/result/charge`` is committed to the journal (``ControlledToolNode`` writes it
+``<thread>/<task>/<call id>/result/charge`` is committed to the journal (``ControlledToolNode`` writes it
 right after the tool returns, before judging the result). From then on a resumed run must read the
 record instead of calling. An execution killed before that commit is unfinished: nothing durable
 says it ran, so it runs again. That at-least-once window is the best any journal can do for a side
@@ -122,8 +122,9 @@ class Batch:
             keys = [k for (k,) in db.execute("SELECT key FROM retryctl_tool_journal")]
         pairs = set()
         for key in keys:
-            thread, call, *rest = key.split("/")
-            if rest == ["result", "charge"]:
+            # <thread>/<task (checkpoint_ns)>/<call id>/result/<tool>
+            thread, *_task, call, kind, tool = key.split("/") if key.count("/") >= 3 else ("", "", "", "")
+            if (kind, tool) == ("result", "charge"):
                 pairs.add((thread.removeprefix("batch-"), call))
         return pairs
 

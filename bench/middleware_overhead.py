@@ -1,0 +1,238 @@
+"""Middleware overhead per agent run: ``create_agent`` with ``RetryController`` against the same agent
+with no middleware, both on a scripted tool-calling model and a no-op tool.
+
+    .venv/bin/python bench/middleware_overhead.py [--steps 300] [--rounds 7] [--quick] [--json] [--profile N]
+
+A step is one ``agent.invoke`` of a fresh question: the scripted model asks for the no-op tool, the
+tool answers, the model answers (two model calls and one tool call), so each step pays what a real
+agent run pays: LangChain's agent graph, LangGraph's Pregel loop, the model's and the tool's callbacks,
+and (controlled) the controller's verdict on every call, written to a real ``DecisionLog`` in a
+temporary file. A third agent runs the controller without a log, to show what the durable record
+costs; a fourth has a pass-through middleware (``wrap_model_call`` and ``wrap_tool_call`` that only
+call the handler), to show what any middleware costs before the controller does anything. Rounds
+rotate the agents so machine load hits all alike; each round's figure is the median step time and
+the best round of each is reported (best-of-N medians). The overhead per decision is (controlled -
+bare) / the verdicts logged per step. Targets, the tool node's (``bench/controller_overhead.py``):
+controlled / bare <= 1.10 and <= 0.5 ms per decision.
+
+With ``--profile N`` the controlled agent is also run N times under cProfile, the tool calls' worker
+threads included, and the top functions by own time and by cumulative time are printed (the figures
+are inflated by the profiler, several times over: compare them with one another, not with the
+timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import itertools
+import json
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+from retryctl.audit import DecisionLog, verify_log
+from retryctl.middleware import RetryController
+
+RATIO_TARGET = 1.10
+PER_DECISION_TARGET_MS = 0.5
+
+_call_ids = itertools.count()
+
+
+class ScriptedToolCaller(BaseChatModel):
+    """Asks for ``noop`` until the last message is its result, then answers: two calls per run."""
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **_: Any
+    ) -> ChatResult:
+        if isinstance(messages[-1], ToolMessage):
+            message = AIMessage("done")
+        else:
+            call = {"name": "noop", "args": {}, "id": f"call-{next(_call_ids)}", "type": "tool_call"}
+            message = AIMessage("", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def bind_tools(self, tools: Any, **_: Any) -> ScriptedToolCaller:
+        return self
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-tool-caller"
+
+
+class PassThrough(AgentMiddleware):
+    """Both call hooks, doing nothing but calling the handler: what any middleware costs."""
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+
+@tool
+def noop() -> str:
+    """Do nothing and say so."""
+    return "ok"
+
+
+def build(middleware: list[Any]) -> Any:
+    return create_agent(ScriptedToolCaller(), [noop], middleware=middleware)
+
+
+def round_median(agent: Any, steps: int) -> float:
+    """Median seconds per step over ``steps`` runs (inputs built outside the timed region)."""
+    inputs = [{"messages": [("user", f"question {i}")]} for i in range(steps)]
+    times = []
+    for payload in inputs:
+        began = time.perf_counter()
+        out = agent.invoke(payload)
+        times.append(time.perf_counter() - began)
+    assert out["messages"][-1].content == "done", out
+    assert out["messages"][-2].content == "ok", out
+    return statistics.median(times)
+
+
+def profile(agent: Any, steps: int, top: int) -> None:
+    """cProfile ``steps`` runs of ``agent``. ToolNode runs each tool call in a worker thread, where a
+    profiler enabled on this thread sees nothing: each new thread gets a profiler of its own (through
+    ``threading.setprofile``) and their figures are added to this thread's."""
+    inputs = [{"messages": [("user", f"profiled {i}")]} for i in range(steps)]
+    workers: list[cProfile.Profile] = []
+    lock = threading.Lock()
+
+    def start_worker(*_: Any) -> None:
+        worker = cProfile.Profile()
+        with lock:
+            workers.append(worker)
+        sys.setprofile(None)
+        worker.enable()
+
+    main = cProfile.Profile()
+    threading.setprofile(start_worker)
+    main.enable()
+    try:
+        for payload in inputs:
+            agent.invoke(payload)
+    finally:
+        main.disable()
+        threading.setprofile(None)
+    stats = pstats.Stats(main)
+    for worker in workers:
+        worker.create_stats()
+        stats.add(worker)
+    print(f"cProfile of {steps} controlled runs ({len(workers)} worker threads), by own time:")
+    stats.sort_stats("tottime").print_stats(top)
+    print("the controller's functions, by cumulative time:")
+    stats.sort_stats("cumulative").print_stats("retryctl", top)
+
+
+def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[str, Any]:
+    log = DecisionLog(log_path)
+    agents: dict[str, Any] = {
+        "bare": build([]),
+        "controlled": build([RetryController(log=log)]),
+        # The same controller without a decision log: how much of the overhead is the durable record.
+        "unlogged": build([RetryController()]),
+        # Any middleware at all: LangChain's wrapping of the hooks, before the controller does anything.
+        "passthrough": build([PassThrough()]),
+    }
+    runs: dict[str, list[float]] = {name: [] for name in agents}
+    warmup = max(20, steps // 10)
+    for agent in agents.values():  # imports, pydantic schema caches, the log file's first open
+        round_median(agent, warmup)
+    names = list(agents)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # load drifts hit all alike
+            runs[name].append(round_median(agents[name], steps))
+    if prof:
+        profile(agents["controlled"], prof, 30)
+    log.close()
+    report = verify_log(log_path)
+    assert report.ok, report
+    decisions_per_step = report.records / (rounds * steps + warmup + prof)
+    best = {name: min(times) for name, times in runs.items()}
+    ratio = best["controlled"] / best["bare"]
+    per_decision_ms = (best["controlled"] - best["bare"]) * 1000.0 / decisions_per_step
+    return {
+        "steps_per_round": steps,
+        "rounds": rounds,
+        "bare_step_ms": best["bare"] * 1000.0,
+        "controlled_step_ms": best["controlled"] * 1000.0,
+        "unlogged_step_ms": best["unlogged"] * 1000.0,
+        "passthrough_step_ms": best["passthrough"] * 1000.0,
+        "rounds_ms": {name: [t * 1000.0 for t in times] for name, times in runs.items()},
+        "ratio": ratio,
+        "ratio_unlogged": best["unlogged"] / best["bare"],
+        "ratio_passthrough": best["passthrough"] / best["bare"],
+        "decisions_per_step": decisions_per_step,
+        "per_decision_ms": per_decision_ms,
+        "per_decision_vs_passthrough_ms": (best["controlled"] - best["passthrough"])
+        * 1000.0
+        / decisions_per_step,
+        "log_records": report.records,
+        "ratio_met": ratio <= RATIO_TARGET,
+        "per_decision_met": per_decision_ms <= PER_DECISION_TARGET_MS,
+        "load_1m": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300, help="agent runs per round")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds per agent (best median is kept)")
+    parser.add_argument("--quick", action="store_true", help="a few steps: check that it runs")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N controlled runs")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    args = parser.parse_args()
+    steps, rounds = (20, 2) if args.quick else (args.steps, args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        res = measure(steps, rounds, Path(tmp) / "decisions.jsonl", prof=args.profile)
+
+    def fmt(name: str) -> str:
+        return ", ".join(f"{x:.3f}" for x in res["rounds_ms"][name])
+
+    print(f"load average: {res['load_1m']:.2f}; {rounds} rounds x {steps} runs per agent")
+    print(f"bare create_agent:        {res['bare_step_ms']:.3f} ms/run (round medians: {fmt('bare')})")
+    print(
+        f"pass-through middleware:  {res['passthrough_step_ms']:.3f} ms/run "
+        f"({res['ratio_passthrough']:.3f}x bare; round medians: {fmt('passthrough')})"
+    )
+    print(
+        f"RetryController + log:    {res['controlled_step_ms']:.3f} ms/run "
+        f"(round medians: {fmt('controlled')}; {res['log_records']} records, "
+        f"{res['decisions_per_step']:.2f} per run)"
+    )
+    print(
+        f"  without a DecisionLog:  {res['unlogged_step_ms']:.3f} ms/run ({res['ratio_unlogged']:.3f}x bare)"
+    )
+    print(
+        f"ratio controlled/bare:    {res['ratio']:.3f}x (target <= {RATIO_TARGET:.2f}x: "
+        f"{'met' if res['ratio_met'] else 'NOT met'})"
+    )
+    print(
+        f"overhead per decision:    {res['per_decision_ms']:.3f} ms vs bare "
+        f"(target <= {PER_DECISION_TARGET_MS} ms: {'met' if res['per_decision_met'] else 'NOT met'}); "
+        f"{res['per_decision_vs_passthrough_ms']:.3f} ms vs the pass-through middleware"
+    )
+    if args.json:
+        print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

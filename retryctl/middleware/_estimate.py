@@ -1,0 +1,88 @@
+"""What a model call may cost, reserved on the run's ledger before it runs, and what it did cost.
+
+A ledger charges a call at most what it reserved (so no total passes a limit), so a reservation must
+be an upper bound: two characters per token over-estimates every real tokenizer for the prompt; the
+answer is bounded by the model's ``max_tokens`` when it has one, else by what the budget has left.
+A limit that is off reserves :data:`UNBOUNDED`, so the actual use is always charged in full.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from retryctl.controller import Budget, PriceTable, Usage
+
+__all__ = ["UNBOUNDED", "actual_usage", "estimate_usage", "model_key"]
+
+UNBOUNDED = 10**12
+"""What a call reserves of a quantity whose limit is off."""
+
+
+def model_key(model: BaseChatModel) -> str:
+    """The name a model goes by in verdicts, breakers and prices: its ``model_name`` (or ``model``,
+    ``model_id``), else its class name."""
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def _chars(messages: Sequence[BaseMessage], tools: Sequence[BaseTool | dict[str, Any]]) -> int:
+    text = sum(len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", []) or [])) for m in messages)
+    for tool in tools:
+        try:
+            text += len(json.dumps(tool if isinstance(tool, dict) else convert_to_openai_tool(tool)))
+        except (TypeError, ValueError):
+            text += 2000  # a schema that does not serialise still costs tokens
+    return text
+
+
+def estimate_usage(
+    *,
+    model: BaseChatModel,
+    key: str,
+    messages: Sequence[BaseMessage],
+    tools: Sequence[BaseTool | dict[str, Any]],
+    remaining: Budget,
+    prices: PriceTable | None,
+) -> Usage:
+    """The reservation of one model call (one attempt, one sample)."""
+    # Measuring the prompt (its tools' schemas included) only matters under a token limit.
+    input_tokens = UNBOUNDED
+    if remaining.input_tokens is not None:
+        input_tokens = _chars(messages, tools) // 2 + 8 * len(messages)
+    if remaining.output_tokens is None:
+        output_tokens = UNBOUNDED
+    elif isinstance(max_tokens := getattr(model, "max_tokens", None), int) and max_tokens > 0:
+        output_tokens = max_tokens
+    else:
+        output_tokens = max(1, int(remaining.output_tokens))  # unknown: it may take what is left
+    usd = 0.0
+    if prices is not None:
+        if remaining.usd is None:
+            usd = float(UNBOUNDED)
+        elif UNBOUNDED in (input_tokens, output_tokens):
+            usd = remaining.usd  # no bound on tokens, so none on money but the budget's
+        else:
+            usd = prices.cost(key, input_tokens=input_tokens, output_tokens=output_tokens)
+    return Usage(attempts=1, samples=1, input_tokens=input_tokens, output_tokens=output_tokens, usd=usd)
+
+
+def actual_usage(messages: Sequence[BaseMessage], key: str, prices: PriceTable | None) -> Usage:
+    """What a finished call used, from its messages' ``usage_metadata`` (0 tokens where none)."""
+    tokens_in = tokens_out = 0
+    for message in messages:
+        meta = message.usage_metadata if isinstance(message, AIMessage) else None
+        if meta:
+            tokens_in += int(meta.get("input_tokens", 0))
+            tokens_out += int(meta.get("output_tokens", 0))
+    usd = prices.cost(key, input_tokens=tokens_in, output_tokens=tokens_out) if prices else 0.0
+    return Usage(attempts=1, samples=1, input_tokens=tokens_in, output_tokens=tokens_out, usd=usd)

@@ -1,0 +1,419 @@
+"""``RetryController``: the retryctl controller as one LangChain v1 ``create_agent`` middleware."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
+from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from retryctl.audit import DecisionLog
+from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, EquivalenceLike, Policy, PriceTable
+from retryctl.controller._clock import monotonic
+from retryctl.exceptions import ConfigError
+from retryctl.middleware._carry import fresh_record, read_record
+from retryctl.middleware._drive import adrive, drive
+from retryctl.middleware._estimate import model_key
+from retryctl.middleware._models import ModelCalls
+from retryctl.middleware._runs import RUN_KEY, RetryControlState, Run, RunBook
+from retryctl.middleware._tools import ToolCalls
+from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._events import Emitter
+from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
+from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
+from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, ToolResult
+
+__all__ = ["MODEL_POLICY", "RetryController"]
+
+MODEL_POLICY = Policy(weights={"validators": 1.0, "agreement": 1.0})
+"""The default policy of model calls: an answer is judged by its checks (its tool calls fit their
+tools, its structured output parses); with ``sample_final=True`` a final answer by its agreement."""
+
+
+class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
+    """Every model call and tool call of a ``create_agent`` agent under one controller, one budget
+    and one decision log. It does the work of LangChain's ``ToolRetryMiddleware``,
+    ``ModelRetryMiddleware``, ``ModelFallbackMiddleware``, ``ModelCallLimitMiddleware``,
+    ``ToolCallLimitMiddleware`` and, for the calls the controller escalates,
+    ``HumanInTheLoopMiddleware``::
+
+        agent = create_agent(
+            model,
+            tools=[multiply],
+            middleware=[RetryController(groups={"arithmetic": [multiply, multiply_backup]},
+                                        budget=Budget(attempts=20), log="decisions.jsonl")],
+            checkpointer=InMemorySaver(),  # ask_user interrupts need one
+        )
+
+    The hooks:
+
+    - ``before_agent`` opens the run: a fresh ledger under ``budget``, its record (id and spend) kept
+      in the agent state (``retryctl_run``) so a run resumed after an interrupt goes on with the same
+      ledger. A middleware instance serves any number of runs and threads at once; each run has its
+      own ledger.
+    - ``wrap_tool_call`` / ``awrap_tool_call`` run each call as
+      :class:`~retryctl.nodes.ControlledToolNode` runs it: transient faults are retried with
+      backoff (at least the server's ``Retry-After``), a failing tool switches to the next member of
+      its group, bad arguments and failed validators come back to the model as an error
+      ``ToolMessage`` naming the check (refine), a budget or breaker stop is an error ``ToolMessage``
+      saying which (``retryctl stopped this tool call: run budget 'attempts' is spent (1 of 1)...``), and
+      ``ask_user`` interrupts. Each attempt is charged ``attempts`` on the run's ledger.
+    - ``wrap_model_call`` / ``awrap_model_call`` run each model call under the same engine: errors are
+      classified (:func:`~retryctl.controller.classify`); transient ones retried with backoff; a
+      terminal one (or retries used up) switches to the next of ``fallback_models``
+      (``request.override(model=...)``); tool calls naming an unknown tool or with arguments that do
+      not fit the tool's schema, and structured output that does not parse, are refined: the model
+      gets its message back with feedback naming the field. Each call costs one ``attempts`` and one
+      ``samples``, plus its tokens (``usage_metadata``) and, with ``prices``, its USD. When the budget
+      is spent the agent ends with an ``AIMessage`` saying which limit. With ``sample_final=True`` a
+      final answer (no tool calls) is drawn again until ``model_policy``'s stopping rule is satisfied
+      (between ``min_samples`` and ``max_samples``) and judged on agreement.
+
+    ``ask_user`` is a LangGraph ``interrupt()`` (the agent needs a checkpointer) whose payload is
+    retryctl's (``type: "retryctl.ask_user"``, reason, evidence, options, and ``tool_call_id`` for a
+    tool call). Resume with ``Command(resume=reply)``, where ``reply`` is retryctl's
+    (``{"action": "accept" | "answer" | "extend" | "stop", ...}``) or a ``HumanInTheLoopMiddleware``
+    decision, alone or as ``{"decisions": [decision]}``: ``approve`` means ``accept`` (keep the result),
+    ``respond`` means ``answer`` (its ``message`` is the result), ``reject`` means ``stop``. ``edit``
+    and ``extend`` have no counterpart in the other format. Each tool call runs as its own task in
+    ``create_agent``, so questions of parallel calls are separate interrupts: answer them together
+    with ``Command(resume={interrupt.id: reply, ...})``. A model call that asks (a policy with
+    ``on_budget_exhausted="ask_user"``, or ``ask_user`` in its ``low_confidence`` ladder) is run again
+    from its start on resume, as LangGraph re-runs an interrupted node.
+
+    The ledgers live in this process (the latest 1024 runs, see :meth:`run`); a run's spend is also
+    written to the state after each model call and to the ``journal`` at each interrupt, so a run
+    resumed in another process (give a :class:`~retryctl.nodes.SQLiteToolJournal`), or forgotten
+    here, counts on from it. What is carried and what is not: ``retryctl.middleware._carry``.
+    """
+
+    state_schema = RetryControlState
+
+    def __init__(
+        self,
+        *,
+        groups: Mapping[str, Sequence[BaseTool | str]] | None = None,
+        policy: Policy | None = None,
+        model_policy: Policy | None = None,
+        budget: Budget | None = None,
+        log: DecisionLog | str | os.PathLike[str] | None = None,
+        breaker: Breaker | None = None,
+        fallback_models: Sequence[BaseChatModel | str] = (),
+        validators: Mapping[str, Sequence[ResultValidator]] | None = None,
+        adapters: Mapping[str, ArgsAdapter] | None = None,
+        prices: PriceTable | None = None,
+        sample_final: bool = False,
+        equivalence: EquivalenceLike | None = None,
+        interactive: bool = True,
+        on_failure: Literal["continue", "error"] = "continue",
+        journal: ToolJournal | None = None,
+        backoff: WaitRetryAfter | None = None,
+        timeout_s: float | None = None,
+        stream_events: bool = False,
+        clock: Clock = monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """Every argument is optional and keyword-only.
+
+        - ``groups``: group name -> equivalent tools in the order to try them, each a tool or the name
+          of one of the agent's tools (``{"arithmetic": [multiply, multiply_backup]}``). Tools given
+          here are registered with the agent (the middleware's ``tools``), so a backup the agent was
+          not given can still run; a name is looked up among the agent's tools at the first call.
+        - ``policy``: the verdict policy of tool calls (default ``TOOL_POLICY``; its
+          ``weights["validators"]`` must be > 0). ``model_policy``: that of model calls (default
+          :data:`MODEL_POLICY`); its ``min_samples``/``max_samples``/``stopping`` drive
+          ``sample_final``.
+        - ``budget``: the limits of each agent run (:class:`~retryctl.controller.Budget`: attempts,
+          samples, tokens, USD, wall time), one ledger shared by its model and tool calls.
+        - ``log``: a :class:`~retryctl.audit.DecisionLog`, or a path to open one at; every verdict is
+          a record (``retryctl audit`` verifies the file). ``stream_events``: also write each verdict
+          to LangGraph's custom stream (``stream_mode="custom"``).
+        - ``breaker``: one :class:`~retryctl.controller.Breaker`, keyed by tool name and model name.
+        - ``fallback_models``: models to switch to, in order, when the agent's model fails (a chat
+          model, or a ``"provider:model"`` string for ``init_chat_model``).
+        - ``validators``, ``adapters``, ``journal``, ``timeout_s``: per tool, as for
+          :class:`~retryctl.nodes.ControlledToolNode` (use a
+          :class:`~retryctl.nodes.SQLiteToolJournal` when a run may resume in another process).
+        - ``prices``: a :class:`~retryctl.controller.PriceTable` by model name, to charge USD.
+        - ``sample_final``: sample final answers adaptively (off by default); ``equivalence``: how a
+          final answer's text becomes the answer voted on (default: the controller's).
+        - ``on_failure``: what a call that fails for good becomes (an error no retry, switch or refine
+          got past: a tool's bug with no backup, a model error with no fallback left). ``"continue"``
+          (the default, as in ``ToolRetryMiddleware`` and ``ModelRetryMiddleware``): an error
+          ``ToolMessage`` as ToolNode makes it, or an ``AIMessage`` saying why the agent stopped;
+          ``"error"``: the exception is raised, ending the run. Budget and breaker stops are
+          always messages.
+        - ``interactive``: ``False`` when nobody can answer (CI, a batch): ``ask_user`` then ends the
+          call as a stop instead of interrupting.
+        - ``backoff``, ``clock``, ``sleep``, ``asleep``: waits and time, injectable so tests never wait.
+        """
+        super().__init__()
+        _check_type("policy", policy, Policy)
+        _check_type("model_policy", model_policy, Policy)
+        _check_type("budget", budget, Budget)
+        _check_type("breaker", breaker, Breaker)
+        _check_type("prices", prices, PriceTable)
+        if on_failure not in ("continue", "error"):
+            raise ConfigError(field="on_failure", value=on_failure, problem="must be 'continue' or 'error'")
+        self.log = _open_log(log)
+        self.emitter = Emitter(self.log, stream=stream_events)
+        self.groups = _check_groups(groups)
+        self.tools = _group_tools(self.groups)
+        journal = journal if journal is not None else MemoryToolJournal()
+        self.runs = RunBook(budget or Budget(), clock=clock, journal=journal)
+        self.sleep = sleep
+        self.asleep = asleep
+        self.backoff = backoff or WaitRetryAfter()
+        self._tool_settings: dict[str, Any] = {
+            "validators": validators,
+            "adapters": adapters,
+            "policy": policy or TOOL_POLICY,
+            "breaker": breaker,
+            "emitter": self.emitter,
+            "journal": journal,
+            "backoff": self.backoff,
+            "sleep": sleep,
+            "asleep": asleep,
+            "clock": clock,
+            "timeout_s": timeout_s,
+            # An error that ends a call becomes ToolNode's error message, or is raised.
+            "handle_tool_errors": on_failure == "continue",
+        }
+        # Checked now, where the fields can be named, not at the first tool call inside a run.
+        self._tool_calls: dict[frozenset[str], ToolCalls] = {}
+        self._tool_lock = threading.Lock()
+        self._build_tool_calls({t.name: t for t in self.tools}, names_known=False)
+        model_policy = model_policy or MODEL_POLICY
+        if not interactive:
+            model_policy = _without_asking(model_policy)
+            self._tool_settings["policy"] = _without_asking(self._tool_settings["policy"])
+        self.model_policy = model_policy
+        self.models = ModelCalls(
+            fallbacks=_fallbacks(fallback_models),
+            engine=AttemptEngine(
+                policy=model_policy,
+                backoff=self._wait,
+                refine_in_place=True,
+                interactive=interactive,
+                grant={"attempts": 1},
+            ),
+            extra_tools={t.name: t for t in self.tools},
+            breaker=breaker,
+            emitter=self.emitter,
+            prices=prices,
+            clock=clock,
+            sample_final=sample_final,
+            equivalence=equivalence,
+            on_failure=on_failure,
+        )
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def before_agent(self, state: RetryControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Open the run: a fresh ledger, its record (id, nothing spent) written to the state."""
+        return {RUN_KEY: fresh_record(self.runs.open().id)}  # nothing spent: no ledger to read
+
+    async def abefore_agent(self, state: RetryControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """The async twin of :meth:`before_agent`."""
+        return self.before_agent(state, runtime)
+
+    def run(self, run: str | Mapping[str, Any]) -> Run | None:
+        """The run of this id or record (``state["retryctl_run"]``, e.g. from
+        ``agent.get_state(config)``), while the middleware still holds it (the most recent 1024 runs)."""
+        run_id = read_record(run, where="run")[0]
+        return None if run_id is None else self.runs.find(run_id)
+
+    # -- model calls --------------------------------------------------------------------------------
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ExtendedModelResponse[Any]:
+        """Run the model call under the controller (see the class docstring); the model node's
+        update also writes the run's record (what it spent so far) to the state."""
+        run = self._run(request.state)
+        flow = self.models.flow(request, run, _structured_tools(request))
+        with self.runs.saved_at_interrupt(run):
+            response = drive(flow, handler, self.sleep)
+            return _recorded(response, run)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ExtendedModelResponse[Any]:
+        """The async twin of :meth:`wrap_model_call`."""
+        run = self._run(request.state)
+        flow = self.models.flow(request, run, _structured_tools(request))
+        with self.runs.saved_at_interrupt(run):
+            response = await adrive(flow, handler, self.asleep)
+            return _recorded(response, run)
+
+    # -- tool calls ---------------------------------------------------------------------------------
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool call under the controller (see the class docstring)."""
+        run = self._run(request.state)
+        with self.runs.saved_at_interrupt(run):
+            result = self._tools_for(request).wrap(request, handler, run)
+        return cast("ToolMessage | Command[Any]", result)  # or a list of them, as ``handler`` returned
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolResult]]
+    ) -> ToolMessage | Command[Any]:
+        """The async twin of :meth:`wrap_tool_call`."""
+        run = self._run(request.state)
+        with self.runs.saved_at_interrupt(run):
+            result = await self._tools_for(request).awrap(request, handler, run)
+        return cast("ToolMessage | Command[Any]", result)
+
+    # -- shared -------------------------------------------------------------------------------------
+
+    def _run(self, state: object) -> Run:
+        return self.runs.meet(state)
+
+    def _wait(self, retry_number: int, retry_after_s: float | None) -> float:
+        return backoff_seconds(self.backoff, retry_number=retry_number, retry_after_s=retry_after_s)
+
+    def _tools_for(self, request: ToolCallRequest) -> ToolCalls:
+        """The controlled calls over the agent's tools (the ToolNode's, from the request's runtime)
+        and the groups' (built once per set of tools: one middleware may serve several agents)."""
+        given = list(getattr(request.runtime, "tools", None) or [])
+        if request.tool is not None:
+            given.append(request.tool)
+        tools = {t.name: t for t in given if isinstance(t, BaseTool)} | {t.name: t for t in self.tools}
+        return self._build_tool_calls(tools, names_known=True)
+
+    def _build_tool_calls(self, tools: dict[str, BaseTool], *, names_known: bool) -> ToolCalls:
+        key = frozenset(tools)
+        with self._tool_lock:
+            held = self._tool_calls.get(key)
+            if held is not None:
+                return held
+            groups = self.groups
+            if not names_known:
+                # At construction only the groups' own tools are known: a name is checked at the
+                # first call, against the agent's tools.
+                groups = {g: [m for m in ms if isinstance(m, BaseTool)] for g, ms in groups.items()}
+            settings = dict(self._tool_settings)
+            if not names_known:
+                settings["validators"] = {
+                    k: v for k, v in (settings["validators"] or {}).items() if k in tools
+                }
+            calls = ToolCalls(ControlledToolCalls(tools, groups=groups, **settings))
+            if names_known:
+                self._tool_calls[key] = calls
+            return calls
+
+
+def _recorded(response: ModelResponse[Any], run: Run) -> ExtendedModelResponse[Any]:
+    """``response`` with the run's record as a state update of the model node (a node that ends
+    normally is the only place the state can be written); the journal's copy is no longer needed."""
+    run.paused = False
+    return ExtendedModelResponse(model_response=response, command=Command(update={RUN_KEY: run.record()}))
+
+
+def _without_asking(policy: Policy) -> Policy:
+    """``policy`` for a run nobody can answer: no ``ask_user`` step, a spent budget stops."""
+    ladder = tuple(step for step in policy.low_confidence if step != "ask_user")
+    return policy.model_copy(update={"low_confidence": ladder, "on_budget_exhausted": "stop"})
+
+
+def _check_type(field: str, value: object, kind: type) -> None:
+    if value is not None and not isinstance(value, kind):
+        want = kind.__name__
+        raise ConfigError(field=field, value=value, problem=f"must be a {want}, not {type(value).__name__}")
+
+
+def _open_log(log: DecisionLog | str | os.PathLike[str] | None) -> DecisionLog | None:
+    if log is None or isinstance(log, DecisionLog):
+        return log
+    if isinstance(log, str | os.PathLike):
+        return DecisionLog(log)
+    raise ConfigError(field="log", value=log, problem="must be a DecisionLog or a path to one")
+
+
+def _check_groups(groups: Mapping[str, Sequence[BaseTool | str]] | None) -> dict[str, list[BaseTool | str]]:
+    if groups is None:
+        return {}
+    if not isinstance(groups, Mapping):
+        raise ConfigError(field="groups", value=groups, problem="must map a group name to its tools")
+    checked: dict[str, list[BaseTool | str]] = {}
+    for name, members in groups.items():
+        if isinstance(members, str | BaseTool) or not isinstance(members, Sequence) or not members:
+            raise ConfigError(
+                field=f"groups[{name!r}]", value=members, problem="must be a non-empty list of tools"
+            )
+        for i, member in enumerate(members):
+            if not isinstance(member, BaseTool | str) or member == "":
+                problem = "must be a tool or a tool's name (wrap a function with @tool)"
+                raise ConfigError(field=f"groups[{name!r}][{i}]", value=member, problem=problem)
+        checked[name] = list(members)
+    return checked
+
+
+def _group_tools(groups: Mapping[str, Sequence[BaseTool | str]]) -> list[BaseTool]:
+    tools: dict[str, BaseTool] = {}
+    for name, members in groups.items():
+        for member in members:
+            if isinstance(member, BaseTool):
+                other = tools.setdefault(member.name, member)
+                if other is not member:
+                    raise ConfigError(
+                        field=f"groups[{name!r}]",
+                        value=member.name,
+                        problem="two different tools have this name",
+                    )
+    return list(tools.values())
+
+
+def _fallbacks(models: Sequence[BaseChatModel | str]) -> dict[str, BaseChatModel]:
+    if isinstance(models, str | BaseChatModel):
+        models = [models]
+    found: dict[str, BaseChatModel] = {}
+    for i, given in enumerate(models):
+        model = given
+        if isinstance(given, str):
+            from langchain.chat_models import init_chat_model
+
+            try:
+                model = init_chat_model(given)
+            except Exception as exc:
+                raise ConfigError(field=f"fallback_models[{i}]", value=given, problem=str(exc)) from exc
+        if not isinstance(model, BaseChatModel):
+            problem = "must be a chat model or a 'provider:model' string"
+            raise ConfigError(field=f"fallback_models[{i}]", value=model, problem=problem)
+        key, n = model_key(model), 2
+        name = key
+        while name in found:
+            name, n = f"{key}#{n}", n + 1
+        found[name] = model
+    return found
+
+
+def _structured_tools(request: ModelRequest[Any]) -> frozenset[str]:
+    """The names of the structured-output tools LangChain answers itself (not tools to check)."""
+    fmt = request.response_format
+    if fmt is None or isinstance(fmt, ProviderStrategy):
+        return frozenset()
+    if not isinstance(fmt, ToolStrategy):  # AutoStrategy, or a bare schema: may become a ToolStrategy
+        fmt = ToolStrategy(schema=fmt.schema if isinstance(fmt, AutoStrategy) else fmt)
+    return frozenset(spec.name for spec in fmt.schema_specs)

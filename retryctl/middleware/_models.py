@@ -1,0 +1,385 @@
+"""The model side of the middleware: one ``wrap_model_call`` as a flow of the attempt engine.
+
+:meth:`ModelCalls.flow` is a generator with no I/O (the shape of httpx's auth flow): it yields the
+:class:`~langchain.agents.middleware.ModelRequest` to run, or a float of seconds to sleep, and is sent
+the :class:`~langchain.agents.middleware.ModelResponse` or the exception the handler raised. The sync
+and async hooks (:mod:`._drive`) only do those two things. Per attempt: the run's
+ledger and the model's breaker admit it, the handler runs it, its usage is charged, its answer is
+checked (:mod:`._checks`) and :class:`~retryctl.controller.AttemptEngine` says what follows: ``retry``
+after a backoff, ``switch`` to the next fallback model (``request.override(model=...)``), ``refine``
+(the refused message and the feedback go back to the model), ``ask_user``, ``stop`` (the agent ends
+with an ``AIMessage`` saying why) or ``accept``. With sampling on, an accepted final answer (no tool
+calls) is drawn again until the policy's stopping rule is satisfied, and judged on agreement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain.agents.structured_output import StructuredOutputValidationError
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.tools import BaseTool
+from pydantic import ValidationError
+
+from retryctl.controller import (
+    Act,
+    Action,
+    Ask,
+    AttemptEngine,
+    AttemptState,
+    Breaker,
+    Budget,
+    Clock,
+    EquivalenceLike,
+    ErrorClass,
+    Exhaustion,
+    Extend,
+    Finish,
+    PriceTable,
+    Request,
+    Sleep,
+    Tally,
+    Usage,
+    ValidatorResult,
+    Verdict,
+    as_equivalence,
+    classify,
+)
+from retryctl.exceptions import BreakerOpen, BreakerStoreError
+from retryctl.middleware._checks import check_response, field_errors, refine_messages
+from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
+from retryctl.middleware._runs import Run
+from retryctl.nodes._events import Emitter
+from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
+
+__all__ = ["Flow", "ModelCalls"]
+
+Flow = Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, ModelResponse[Any]]
+
+
+@dataclass
+class _Tried:
+    """One attempt's outcome, as the flow judges it."""
+
+    verdict: Verdict
+    response: ModelResponse[Any] | None = None
+    error: BaseException | None = None
+    """The exception the call raised, if it did."""
+
+
+class ModelCalls:
+    """The settings every model call of the agent shares (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        fallbacks: Mapping[str, BaseChatModel],
+        engine: AttemptEngine,
+        extra_tools: Mapping[str, BaseTool],
+        breaker: Breaker | None,
+        emitter: Emitter,
+        prices: PriceTable | None,
+        clock: Clock,
+        sample_final: bool,
+        equivalence: EquivalenceLike | None,
+        on_failure: str = "continue",
+    ) -> None:
+        self.fallbacks = fallbacks
+        self.engine = engine
+        self.extra_tools = extra_tools
+        self.breaker = breaker
+        self.emitter = emitter
+        self.prices = prices
+        self.clock = clock
+        self.sample_final = sample_final
+        self.equivalence = as_equivalence(equivalence)
+        self.on_failure = on_failure
+        self._last_group: tuple[BaseChatModel, dict[str, BaseChatModel]] | None = None
+        """The members of the last model group built (read-only once built; see :meth:`_group`)."""
+
+    # -- the flow ---------------------------------------------------------------------------------
+
+    def flow(self, request: ModelRequest[Any], run: Run, structured: frozenset[str]) -> Flow:
+        """The attempts of one model call (see the module docstring)."""
+        models = self._group(request.model)
+        step_id = f"model:{sum(isinstance(m, AIMessage) for m in request.messages) + 1}"
+        state, first = self.engine.start(list(models))
+        next_: Request = first
+        rounds: list[AnyMessage] = []  # the refine rounds so far, sent after the request's messages
+        best: ModelResponse[Any] | None = None
+        error: BaseException | None = None
+        while True:
+            if isinstance(next_, Sleep):
+                yield next_.seconds
+                next_ = next_.then
+            elif isinstance(next_, Extend):
+                run.ledger.extend(Usage.model_validate(dict(next_.amounts)))
+                next_ = next_.then
+            elif isinstance(next_, Ask):
+                next_, state = self._ask(state, next_.verdict, step_id, best)
+            elif isinstance(next_, Finish):
+                if error is not None and next_.status == "stopped" and self.on_failure == "error":
+                    raise error  # the last failure, as ModelRetryMiddleware(on_failure="error") does
+                return self._finish(next_, best, error)
+            else:
+                model = models[next_.target]
+                call = (
+                    request  # the first try on the agent's own model: nothing to override
+                    if model is request.model and not rounds
+                    else request.override(model=model, messages=[*request.messages, *rounds])
+                )
+                tried = yield from self._attempt(
+                    state, next_, call, run=run, step_id=step_id, structured=structured
+                )
+                if tried.response is not None:
+                    best = tried.response
+                error = tried.error
+                state, next_ = self.engine.after(state, tried.verdict, wall_left_s=_wall_left(run))
+                if tried.verdict.action is Action.REFINE and tried.response is not None:
+                    feedback = tried.verdict.feedback or tried.verdict.reason
+                    rounds.extend(refine_messages(tried.response.result, feedback))
+
+    def _group(self, primary: BaseChatModel) -> dict[str, BaseChatModel]:
+        last = self._last_group  # one tuple, read and written whole: safe across threads
+        if last is not None and last[0] is primary:
+            return last[1]  # the agent's model, call after call: its key is read once (getattr
+            # of a missing field on a pydantic model raises inside, which is slow)
+        models = {model_key(primary): primary}
+        for key, model in self.fallbacks.items():
+            if model is primary:
+                continue
+            name, n = key, 2
+            while name in models:  # two models of one name (two fakes) stay two members
+                name, n = f"{key}#{n}", n + 1
+            models[name] = model
+        self._last_group = (primary, models)
+        return models
+
+    def _attempt(
+        self,
+        state: AttemptState,
+        act: Act,
+        call: ModelRequest[Any],
+        *,
+        run: Run,
+        step_id: str,
+        structured: frozenset[str],
+    ) -> Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, _Tried]:
+        started = self.clock()
+        notes: list[str] = []
+
+        def judge(**outcome: Any) -> Verdict:
+            return self._judge(
+                state, act, call, run=run, step_id=step_id, started=started, notes=notes, **outcome
+            )
+
+        if self.breaker is not None:
+            admission = self.breaker.admit(act.target)
+            if admission.fault is not None:
+                notes.append(str(admission.fault))
+            if admission.refused is not None:
+                return _Tried(judge(error=classify(admission.refused)))
+        held = self._reserve(run, call, act.target)
+        if isinstance(held, Exhaustion):
+            return _Tried(judge(exhausted=held))
+        run.count("model")
+        outcome = yield call
+        if isinstance(outcome, BaseException):
+            held.commit(Usage(attempts=1, samples=1))  # a call that failed still cost an attempt
+            return self._failed(outcome, act.target, notes, judge)
+        assert outcome is not None
+        held.commit(actual_usage(outcome.result, act.target, self.prices))
+        if self.breaker is not None:
+            fault = self.breaker.report(act.target, failed=False)
+            if fault is not None:
+                notes.append(str(fault))
+        tools = {t.name: t for t in call.tools if isinstance(t, BaseTool)} | dict(self.extra_tools)
+        checks = check_response(outcome.result, tools, skip=structured)
+        if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
+            # One verdict for the answer, on its samples' agreement (a final answer has no checks
+            # but "it answered").
+            return _Tried((yield from self._sample(call, run, outcome, judge)), outcome)
+        return _Tried(judge(validators=checks), outcome)
+
+    def _failed(
+        self, exc: BaseException, target: str, notes: list[str], judge: Callable[..., Verdict]
+    ) -> _Tried:
+        if isinstance(exc, StructuredOutputValidationError):
+            # The answer came but did not parse: a refine naming the field, not an error of the model.
+            invalid = _validation_error(exc.source)
+            evidence = field_errors(invalid) if invalid is not None else str(exc.source)
+            check = ValidatorResult(f"structured_output:{exc.tool_name}", False, evidence)
+            return _Tried(judge(validators=[check]), ModelResponse(result=[exc.ai_message]))
+        error = classify(exc)
+        counts = error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL)
+        if self.breaker is not None and counts and not isinstance(exc, BreakerOpen | BreakerStoreError):
+            fault = self.breaker.report(target, failed=True)
+            if fault is not None:
+                notes.append(str(fault))
+        return _Tried(judge(error=error), error=exc)
+
+    def _reserve(self, run: Run, call: ModelRequest[Any], key: str) -> Any:
+        spent = run.ledger.exhausted()
+        if spent is not None:
+            return spent
+        # What is left matters only under a token or USD limit (a limit that is off stays off, even
+        # after an ``extend``): without one the ledger is not read a second time.
+        limits = run.ledger.budget
+        bounded = any(x is not None for x in (limits.input_tokens, limits.output_tokens, limits.usd))
+        estimate = estimate_usage(
+            model=call.model,
+            key=key,
+            messages=call.messages,
+            tools=call.tools,
+            remaining=run.ledger.remaining() if bounded else _UNLIMITED,
+            prices=self.prices,
+        )
+        return run.ledger.try_reserve(estimate)
+
+    def _judge(
+        self,
+        state: AttemptState,
+        act: Act,
+        call: ModelRequest[Any],
+        *,
+        run: Run,
+        step_id: str,
+        started: float,
+        notes: list[str],
+        **outcome: Any,
+    ) -> Verdict:
+        snapshot = run.ledger.snapshot()
+        breakers: dict[str, str] = {}
+        if self.breaker is not None:
+            breakers, unknown = self.breaker.snapshot()
+            if unknown is not None:
+                notes.append(str(unknown))
+        verdict = self.engine.judge(
+            state,
+            budget_used=snapshot.used,
+            budget_limit=snapshot.limit,
+            breakers=breakers,
+            notes=list(notes),
+            **outcome,
+        )
+        notes.clear()
+        self.emitter.verdict(
+            verdict,
+            step_id=step_id,
+            attempt=act.attempt,
+            target=act.target,
+            candidates_summary={"model": act.target, "messages": len(call.messages)},
+            latency_ms=(self.clock() - started) * 1000.0,
+        )
+        return verdict
+
+    # -- sampling the final answer -----------------------------------------------------------------
+
+    def _sample(
+        self,
+        call: ModelRequest[Any],
+        run: Run,
+        first: ModelResponse[Any],
+        judge: Callable[..., Verdict],
+    ) -> Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, Verdict]:
+        """Draw the final answer again until the stopping rule stops (or ``max_samples``), then judge
+        the leader's agreement. Extra draws that fail or that the budget refuses end the sampling."""
+        policy = self.engine.policy
+        rule = policy.stopping_rule()
+        answers = [self.equivalence(_text(first))]
+        stop = None
+        while len(answers) < policy.max_samples:
+            if len(answers) >= policy.min_samples:
+                stop = rule(Tally.of(answers, max_samples=policy.max_samples))
+                if stop.stop:
+                    break
+            held = self._reserve(run, call, model_key(call.model))
+            if isinstance(held, Exhaustion):
+                break
+            run.count("model")
+            drawn = yield call
+            if not isinstance(drawn, ModelResponse):
+                held.commit(Usage(attempts=1, samples=1))
+                break
+            held.commit(actual_usage(drawn.result, model_key(call.model), self.prices))
+            answers.append(self.equivalence(_text(drawn)) if _is_final(drawn) else None)
+        tally = Tally.of(answers, max_samples=policy.max_samples)
+        stop = rule(tally)
+        return judge(tally=tally, stop=stop)
+
+    # -- asking and finishing --------------------------------------------------------------------
+
+    def _ask(
+        self, state: AttemptState, verdict: Verdict, step_id: str, best: ModelResponse[Any] | None
+    ) -> tuple[Any, AttemptState]:
+        text = _text(best) if best is not None else None
+        payload = ask_payload(
+            verdict,
+            step_id=step_id,
+            question="The model's answer",
+            best=None if text is None else {"answer": text, "text": text, "model": state.target},
+        )
+        reply = ask(payload)
+        self.emitter.reply(step_id=step_id, reply=reply.model_dump(mode="json"))
+        state, decided, next_ = self.engine.reply(state, verdict, reply)
+        self.emitter.verdict(
+            decided,
+            step_id=step_id,
+            attempt=state.attempt,
+            target="user" if reply.action == "answer" else state.target,
+            candidates_summary={"model": state.target},
+            latency_ms=0.0,
+            extra=reply_extra(reply),
+        )
+        return next_, state
+
+    @staticmethod
+    def _finish(
+        finish: Finish, best: ModelResponse[Any] | None, error: BaseException | None
+    ) -> ModelResponse[Any]:
+        verdict = finish.verdict
+        if finish.status == "accepted" and best is not None:
+            return best
+        if finish.status == "answered_by_user" and verdict.answer is not None:
+            answer = AIMessage(content=verdict.answer, response_metadata={"retryctl": _info(verdict)})
+            return ModelResponse(result=[answer])
+        text = f"retryctl stopped the agent: {verdict.reason}"
+        if error is not None:
+            text += f" (last error: {type(error).__name__}: {error})"
+        return ModelResponse(result=[AIMessage(content=text, response_metadata={"retryctl": _info(verdict)})])
+
+
+_UNLIMITED = Budget()
+
+
+def _wall_left(run: Run) -> float | None:
+    """The wall time the run has left (``None``: no wall limit, so the ledger need not be read)."""
+    return None if run.ledger.budget.wall_s is None else run.ledger.remaining().wall_s
+
+
+def _validation_error(exc: BaseException | None) -> ValidationError | None:
+    """The pydantic error inside ``exc`` (LangChain wraps it in a ``ValueError``), if there is one."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ValidationError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _info(verdict: Verdict) -> dict[str, Any]:
+    return {"action": verdict.action.value, "reason": verdict.reason, "confidence": verdict.confidence}
+
+
+def _is_final(response: ModelResponse[Any]) -> bool:
+    last = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
+    return last is not None and not last.tool_calls and response.structured_response is None
+
+
+def _text(response: ModelResponse[Any]) -> str:
+    last = next((m for m in reversed(response.result) if isinstance(m, BaseMessage)), None)
+    return last.text if last is not None else ""

@@ -1,0 +1,200 @@
+"""One ledger per agent run, shared by its model calls and its tool calls.
+
+A middleware instance is shared by every run and thread of the agent it was built into, so it keeps
+no run's state on itself: ``before_agent`` draws an id for the run and writes its record to the agent
+state (:data:`RUN_KEY`, a private key that checkpoints keep, so a run resumed after an ``interrupt()``
+finds its ledger again); every hook finds the run's :class:`~retryctl.controller.Ledger` by that id
+here. The book holds the most recent runs only (a run paused at an interrupt that is never resumed
+must not hold its ledger forever). A run the book does not hold (resumed in another process, or
+forgotten) gets a ledger seeded with the spend its record carries (see ``_carry``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import AgentState, PrivateStateAttr
+from langgraph.errors import GraphBubbleUp
+
+from retryctl.controller import Budget, Clock, Ledger
+from retryctl.middleware._carry import (
+    RunRecord,
+    Spend,
+    journal_key,
+    read_record,
+    seeded_ledger,
+    spend_of,
+)
+from retryctl.nodes._events import new_run_id, run_id_from_config
+from retryctl.nodes._journal import ToolJournal
+
+__all__ = ["RUN_KEY", "RetryControlState", "Run", "RunBook", "record_of", "run_of"]
+
+_UNRECORDED = "graph:"
+"""The prefix of a run id taken from LangGraph's run (no record in the state). Such an id may name
+several agent runs of one thread, so nothing is carried under it."""
+
+RUN_KEY = "retryctl_run"
+"""The agent-state key holding the record of the run in progress: its id (its ledger's key) and what
+it spent so far (:class:`~retryctl.middleware._carry.RunRecord`)."""
+
+
+class RetryControlState(AgentState[Any]):
+    """The agent state as :class:`~retryctl.middleware.RetryController` extends it."""
+
+    retryctl_run: NotRequired[Annotated[RunRecord | str, PrivateStateAttr]]
+    """The record of the run in progress, written by ``before_agent`` and after each model call
+    (a bare string: the run's id, as checkpoints of earlier versions hold it)."""
+
+
+def run_of(state: object) -> str:
+    """The run id kept in ``state``; without one (a state from before the middleware was added, or
+    a graph that skipped ``before_agent``) the run LangGraph is in (see ``run_id_from_config``)."""
+    found = _found(state)
+    run_id = found.get("id") if isinstance(found, Mapping) else found
+    # Every hook reads the id; the rest of the record only matters to a run the book does not hold.
+    return run_id if isinstance(run_id, str) and run_id else record_of(state)[0]
+
+
+def record_of(state: object) -> tuple[str, Spend | None]:
+    """The run id and the spend its record carries: ``Spend()`` for a bare id (an earlier version's
+    record), ``None`` without a record (nothing can be carried). A malformed record is a
+    :class:`~retryctl.exceptions.ConfigError` naming the field."""
+    run_id, spend = read_record(_found(state))
+    if run_id is None:
+        return f"{_UNRECORDED}{run_id_from_config()}", None
+    return run_id, spend or Spend()
+
+
+def _found(state: object) -> object:
+    return state.get(RUN_KEY) if isinstance(state, Mapping) else getattr(state, RUN_KEY, None)
+
+
+@dataclass(eq=False)
+class Run:
+    """One agent run: its ledger, and how many model and tool calls it started."""
+
+    id: str
+    ledger: Ledger
+    base: Budget = field(default_factory=Budget, repr=False)
+    """The budget the run opened under (its ledger's limits are this plus ``extend`` grants)."""
+    model_calls: int = 0
+    """Model calls started (retries, fallbacks, refines and extra samples each count one)."""
+    tool_calls: int = 0
+    """Tool calls started (retries and switches each count one)."""
+    paused: bool = False
+    """A call of the run was left by an interrupt since its last model call: its sibling calls that
+    end after that keep their spend in the journal too (see :meth:`RunBook.saved_at_interrupt`)."""
+    views: dict[str, object] = field(default_factory=dict, repr=False)
+    """Per-run views of the drivers' settings, bound to this run's ledger (see ``_tools``)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, kind: str) -> None:
+        """Count one started call of ``kind`` (``"model"`` or ``"tool"``)."""
+        with self._lock:
+            if kind == "model":
+                self.model_calls += 1
+            else:
+                self.tool_calls += 1
+
+    def spend(self) -> Spend:
+        """What the run spent so far, as its record carries it."""
+        with self._lock:
+            calls = {"model_calls": self.model_calls, "tool_calls": self.tool_calls}
+        return spend_of(self.ledger, self.base, **calls)
+
+    def record(self) -> RunRecord:
+        """The run's record for the agent state (see ``_carry``)."""
+        return self.spend().record(self.id)
+
+
+class RunBook:
+    """The ledgers of the runs in progress, by run id; safe to use from many threads at once."""
+
+    def __init__(
+        self, budget: Budget, *, clock: Clock, keep: int = 1024, journal: ToolJournal | None = None
+    ) -> None:
+        self.budget = budget
+        self.clock = clock
+        self.keep = keep
+        self.journal = journal
+        """Where :meth:`save` keeps a run's spend when a hook is left by an interrupt."""
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._lock = threading.Lock()
+        self._saving = threading.Lock()
+
+    def open(self) -> Run:
+        """A new run, with a fresh ledger."""
+        return self.get(new_run_id())
+
+    def get(self, run: str, spent: Spend | None = None) -> Run:
+        """The run, opened on first use: a run the book does not hold (resumed in another process,
+        or forgotten) opens with a ledger that has already spent ``spent``, the spend carried in
+        its record; a run the book holds keeps its own ledger and ``spent`` is not used."""
+        with self._lock:
+            held = self._runs.get(run)
+            if held is None:
+                ledger = seeded_ledger(self.budget, self.clock, spent)
+                held = Run(run, ledger, base=self.budget)
+                if spent is not None:
+                    held.model_calls, held.tool_calls = spent.model_calls, spent.tool_calls
+                self._runs[run] = held
+                while len(self._runs) > self.keep:
+                    self._runs.popitem(last=False)
+            else:
+                self._runs.move_to_end(run)
+            return held
+
+    def meet(self, state: object) -> Run:
+        """The run of a hook's ``state``: the one the book holds, else one opened with the larger of
+        the spend its state record carries and the journal's record of it."""
+        held = self.find(run_of(state))
+        if held is not None:
+            return held
+        run, spent = record_of(state)
+        if spent is not None:  # the journal is read outside the book's lock: it may be a file
+            spent = spent.merged(self._journaled(run))
+        return self.get(run, spent)
+
+    def save(self, run: Run) -> None:
+        """Keep ``run``'s spend in the journal: a hook is being left by an interrupt, and the node
+        that interrupts writes nothing to the state."""
+        if self.journal is None or run.id.startswith(_UNRECORDED):
+            return
+        run.paused = True  # before the snapshot: a sibling that ends after this one saves again
+        with self._saving:  # parallel tool calls that all ask: the journal keeps the largest
+            spend = run.spend().merged(self._journaled(run.id))
+            self.journal.put(journal_key(run.id), dict(spend.record(run.id)))
+
+    @contextmanager
+    def saved_at_interrupt(self, run: Run) -> Iterator[None]:
+        """Around a hook's work: :meth:`save` the run if an interrupt (``GraphBubbleUp``) leaves it,
+        or if another call of the run was interrupted since its last model call (parallel tool calls
+        are tasks of one step: those that end after the question are kept by the checkpoint, and
+        their spend must be kept too)."""
+        try:
+            yield
+        except GraphBubbleUp:
+            self.save(run)
+            raise
+        if run.paused:
+            self.save(run)
+
+    def _journaled(self, run: str) -> Spend | None:
+        if self.journal is None:
+            return None
+        key = journal_key(run)
+        return read_record(self.journal.get(key), where=f"journal[{key!r}]")[1]
+
+    def find(self, run: str) -> Run | None:
+        """The run if the book holds it, without opening one (it counts as used, for ``keep``)."""
+        with self._lock:
+            held = self._runs.get(run)
+            if held is not None:
+                self._runs.move_to_end(run)
+            return held
