@@ -28,8 +28,8 @@ from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, Equivalen
 from retryctl.controller._clock import monotonic
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import fresh_record, read_record
+from retryctl.middleware._config import check_fallbacks, check_groups, check_type, group_tools, open_log
 from retryctl.middleware._drive import adrive, drive
-from retryctl.middleware._estimate import model_key
 from retryctl.middleware._models import ModelCalls
 from retryctl.middleware._runs import RUN_KEY, RetryControlState, Run, RunBook
 from retryctl.middleware._tools import ToolCalls
@@ -165,17 +165,17 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         - ``backoff``, ``clock``, ``sleep``, ``asleep``: waits and time, injectable so tests never wait.
         """
         super().__init__()
-        _check_type("policy", policy, Policy)
-        _check_type("model_policy", model_policy, Policy)
-        _check_type("budget", budget, Budget)
-        _check_type("breaker", breaker, Breaker)
-        _check_type("prices", prices, PriceTable)
+        check_type("policy", policy, Policy)
+        check_type("model_policy", model_policy, Policy)
+        check_type("budget", budget, Budget)
+        check_type("breaker", breaker, Breaker)
+        check_type("prices", prices, PriceTable)
         if on_failure not in ("continue", "error"):
             raise ConfigError(field="on_failure", value=on_failure, problem="must be 'continue' or 'error'")
-        self.log = _open_log(log)
+        self.log = open_log(log)
         self.emitter = Emitter(self.log, stream=stream_events)
-        self.groups = _check_groups(groups)
-        self.tools = _group_tools(self.groups)
+        self.groups = check_groups(groups)
+        self.tools = group_tools(self.groups)
         journal = journal if journal is not None else MemoryToolJournal()
         self.runs = RunBook(budget or Budget(), clock=clock, journal=journal)
         self.sleep = sleep
@@ -206,7 +206,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             self._tool_settings["policy"] = _without_asking(self._tool_settings["policy"])
         self.model_policy = model_policy
         self.models = ModelCalls(
-            fallbacks=_fallbacks(fallback_models),
+            fallbacks=check_fallbacks(fallback_models),
             engine=AttemptEngine(
                 policy=model_policy,
                 backoff=self._wait,
@@ -335,78 +335,6 @@ def _without_asking(policy: Policy) -> Policy:
     """``policy`` for a run nobody can answer: no ``ask_user`` step, a spent budget stops."""
     ladder = tuple(step for step in policy.low_confidence if step != "ask_user")
     return policy.model_copy(update={"low_confidence": ladder, "on_budget_exhausted": "stop"})
-
-
-def _check_type(field: str, value: object, kind: type) -> None:
-    if value is not None and not isinstance(value, kind):
-        want = kind.__name__
-        raise ConfigError(field=field, value=value, problem=f"must be a {want}, not {type(value).__name__}")
-
-
-def _open_log(log: DecisionLog | str | os.PathLike[str] | None) -> DecisionLog | None:
-    if log is None or isinstance(log, DecisionLog):
-        return log
-    if isinstance(log, str | os.PathLike):
-        return DecisionLog(log)
-    raise ConfigError(field="log", value=log, problem="must be a DecisionLog or a path to one")
-
-
-def _check_groups(groups: Mapping[str, Sequence[BaseTool | str]] | None) -> dict[str, list[BaseTool | str]]:
-    if groups is None:
-        return {}
-    if not isinstance(groups, Mapping):
-        raise ConfigError(field="groups", value=groups, problem="must map a group name to its tools")
-    checked: dict[str, list[BaseTool | str]] = {}
-    for name, members in groups.items():
-        if isinstance(members, str | BaseTool) or not isinstance(members, Sequence) or not members:
-            raise ConfigError(
-                field=f"groups[{name!r}]", value=members, problem="must be a non-empty list of tools"
-            )
-        for i, member in enumerate(members):
-            if not isinstance(member, BaseTool | str) or member == "":
-                problem = "must be a tool or a tool's name (wrap a function with @tool)"
-                raise ConfigError(field=f"groups[{name!r}][{i}]", value=member, problem=problem)
-        checked[name] = list(members)
-    return checked
-
-
-def _group_tools(groups: Mapping[str, Sequence[BaseTool | str]]) -> list[BaseTool]:
-    tools: dict[str, BaseTool] = {}
-    for name, members in groups.items():
-        for member in members:
-            if isinstance(member, BaseTool):
-                other = tools.setdefault(member.name, member)
-                if other is not member:
-                    raise ConfigError(
-                        field=f"groups[{name!r}]",
-                        value=member.name,
-                        problem="two different tools have this name",
-                    )
-    return list(tools.values())
-
-
-def _fallbacks(models: Sequence[BaseChatModel | str]) -> dict[str, BaseChatModel]:
-    if isinstance(models, str | BaseChatModel):
-        models = [models]
-    found: dict[str, BaseChatModel] = {}
-    for i, given in enumerate(models):
-        model = given
-        if isinstance(given, str):
-            from langchain.chat_models import init_chat_model
-
-            try:
-                model = init_chat_model(given)
-            except Exception as exc:
-                raise ConfigError(field=f"fallback_models[{i}]", value=given, problem=str(exc)) from exc
-        if not isinstance(model, BaseChatModel):
-            problem = "must be a chat model or a 'provider:model' string"
-            raise ConfigError(field=f"fallback_models[{i}]", value=model, problem=problem)
-        key, n = model_key(model), 2
-        name = key
-        while name in found:
-            name, n = f"{key}#{n}", n + 1
-        found[name] = model
-    return found
 
 
 def _structured_tools(request: ModelRequest[Any]) -> frozenset[str]:
