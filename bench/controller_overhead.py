@@ -12,17 +12,17 @@ ToolNode's private methods: the control is ToolNode's public ``wrap_tool_call`` 
 per decision is the controlled step's time less the plain step's. Rounds rotate the graphs so machine
 load hits all alike; each round's figure is the median step time, and the best round of each is
 reported (best-of-N medians). Target: controlled / plain <= 1.10 and <= 0.5 ms of overhead per decision.
-With ``--profile`` the controlled graph is also run under cProfile and the top functions by own time
-are printed.
+With ``--profile N`` the controlled graph is also run N times under cProfile, ToolNode's worker threads
+included, and the top functions by own time and retryctl's by cumulative time are printed
+(``bench/_overhead.py``, shared with ``middleware_overhead.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
+import itertools
 import json
 import os
-import pstats
 import statistics
 import tempfile
 import time
@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _overhead import profile_threads, rotated_rounds  # bench/ is the script's directory
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -73,29 +74,6 @@ def round_median(graph: Any, steps: int, start: int) -> float:
     return statistics.median(times)
 
 
-def profile(graph: Any, node: ControlledToolNode, steps: int, top: int) -> None:
-    """cProfile the controlled part of ``steps`` steps: ToolNode runs each call in a worker thread,
-    where a profiler enabled on the main thread sees nothing, so the hook itself is profiled."""
-    inputs = [step_input(10_000_000 + i) for i in range(steps)]
-    prof = cProfile.Profile()
-    hook = node._wrap_tool_call
-    assert hook is not None
-
-    def profiled(request: Any, execute: Any) -> Any:
-        prof.enable()
-        try:
-            return hook(request, execute)
-        finally:
-            prof.disable()
-
-    node._wrap_tool_call = profiled
-    for payload in inputs:
-        graph.invoke(payload)
-    node._wrap_tool_call = hook
-    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
-
-
 def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[str, Any]:
     plain = build(ToolNode([noop]))
     log = DecisionLog(log_path)
@@ -104,18 +82,22 @@ def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[s
     # The same node without a decision log: how much of the overhead is the durable record.
     unlogged = build(ControlledToolNode([noop]))
     graphs: dict[str, Callable[..., Any]] = {"plain": plain, "controlled": controlled, "unlogged": unlogged}
-    runs: dict[str, list[float]] = {name: [] for name in graphs}
     # Warm-up: imports, pydantic schema caches, the log file's first open.
     for graph in graphs.values():
         round_median(graph, max(20, steps // 10), 0)
-    started = 0
-    names = list(graphs)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # load drifts hit all alike
-            runs[name].append(round_median(graphs[name], steps, 1_000_000 + started))
-            started += steps
+    starts = itertools.count(1_000_000, steps)  # every step of every round has its own call id
+
+    def subject(graph: Any) -> Callable[[], float]:
+        return lambda: round_median(graph, steps, next(starts))
+
+    runs = rotated_rounds({name: subject(graph) for name, graph in graphs.items()}, rounds)
     if prof:
-        profile(controlled, node, prof, 30)
+        inputs = [step_input(10_000_000 + i) for i in range(prof)]
+        profile_threads(
+            lambda: [controlled.invoke(payload) for payload in inputs],
+            label=f"{prof} controlled steps",
+            top=30,
+        )
     log.close()
     report = verify_log(log_path)
     assert report.ok, report

@@ -24,20 +24,18 @@ timings).
 from __future__ import annotations
 
 import argparse
-import cProfile
+import functools
 import itertools
 import json
 import os
-import pstats
 import statistics
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _overhead import profile_threads, rotated_rounds  # bench/ is the script's directory
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
@@ -108,40 +106,6 @@ def round_median(agent: Any, steps: int) -> float:
     return statistics.median(times)
 
 
-def profile(agent: Any, steps: int, top: int) -> None:
-    """cProfile ``steps`` runs of ``agent``. ToolNode runs each tool call in a worker thread, where a
-    profiler enabled on this thread sees nothing: each new thread gets a profiler of its own (through
-    ``threading.setprofile``) and their figures are added to this thread's."""
-    inputs = [{"messages": [("user", f"profiled {i}")]} for i in range(steps)]
-    workers: list[cProfile.Profile] = []
-    lock = threading.Lock()
-
-    def start_worker(*_: Any) -> None:
-        worker = cProfile.Profile()
-        with lock:
-            workers.append(worker)
-        sys.setprofile(None)
-        worker.enable()
-
-    main = cProfile.Profile()
-    threading.setprofile(start_worker)
-    main.enable()
-    try:
-        for payload in inputs:
-            agent.invoke(payload)
-    finally:
-        main.disable()
-        threading.setprofile(None)
-    stats = pstats.Stats(main)
-    for worker in workers:
-        worker.create_stats()
-        stats.add(worker)
-    print(f"cProfile of {steps} controlled runs ({len(workers)} worker threads), by own time:")
-    stats.sort_stats("tottime").print_stats(top)
-    print("the controller's functions, by cumulative time:")
-    stats.sort_stats("cumulative").print_stats("retryctl", top)
-
-
 def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[str, Any]:
     log = DecisionLog(log_path)
     agents: dict[str, Any] = {
@@ -152,16 +116,20 @@ def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[s
         # Any middleware at all: LangChain's wrapping of the hooks, before the controller does anything.
         "passthrough": build([PassThrough()]),
     }
-    runs: dict[str, list[float]] = {name: [] for name in agents}
     warmup = max(20, steps // 10)
     for agent in agents.values():  # imports, pydantic schema caches, the log file's first open
         round_median(agent, warmup)
-    names = list(agents)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # load drifts hit all alike
-            runs[name].append(round_median(agents[name], steps))
+    runs = rotated_rounds(
+        {name: functools.partial(round_median, agent, steps) for name, agent in agents.items()}, rounds
+    )
     if prof:
-        profile(agents["controlled"], prof, 30)
+        controlled = agents["controlled"]
+        inputs = [{"messages": [("user", f"profiled {i}")]} for i in range(prof)]
+        profile_threads(
+            lambda: [controlled.invoke(payload) for payload in inputs],
+            label=f"{prof} controlled runs",
+            top=30,
+        )
     log.close()
     report = verify_log(log_path)
     assert report.ok, report
