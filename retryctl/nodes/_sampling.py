@@ -115,6 +115,22 @@ class DrawRequest:
     on_retry: RetryListener | None = field(default=None, compare=False)
 
 
+def _reserve_on_all(
+    ledgers: Sequence[Ledger | StepLedger], usage: BudgetUsage
+) -> list[Reservation] | Exhaustion:
+    """``usage`` reserved on every ledger (the step's, then the run's), or the first one's refusal, with
+    the reservations already made given back."""
+    held: list[Reservation] = []
+    for ledger in ledgers:
+        got = ledger.try_reserve(usage)
+        if isinstance(got, Exhaustion):
+            for r in held:
+                r.release()
+            return got
+        held.append(got)
+    return held
+
+
 class _TransportCharge:
     """Charges each transport retry of one draw on every ledger, or refuses it at a limit."""
 
@@ -127,15 +143,10 @@ class _TransportCharge:
         # Reserved and committed at once: the retry is decided now and costs one count whatever it
         # returns (its wait is wall time, which the ledgers' clocks measure).
         cost = BudgetUsage(transport_retries=1)
-        held: list[Reservation] = []
-        for ledger in self.ledgers:
-            got = ledger.try_reserve(cost)
-            if isinstance(got, Exhaustion):
-                for r in held:
-                    r.release()
-                self.refused.append((retry, got))
-                return False
-            held.append(got)
+        held = _reserve_on_all(self.ledgers, cost)
+        if isinstance(held, Exhaustion):
+            self.refused.append((retry, held))
+            return False
         for r in held:
             r.commit(cost)
         self.made.append(retry)
@@ -227,18 +238,13 @@ def sampling(
         charge = _TransportCharge(ledgers)
         params = schedule.params(attempt=attempt, drawn=len(answers), disagreed=bool(answers))
         req = DrawRequest(k, params, on_retry=charge)
-        held: list[Reservation] = []
-        for ledger in ledgers:
-            got = ledger.try_reserve(_estimate(messages, req, model, prices))
-            if isinstance(got, Exhaustion):
-                for r in held:
-                    r.release()
-                if not answers:
-                    out.exhausted = got
-                else:
-                    out.notes.append(f"sampling ended early: {got}")
-                return out
-            held.append(got)
+        held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
+        if isinstance(held, Exhaustion):
+            if not answers:
+                out.exhausted = held
+            else:
+                out.notes.append(f"sampling ended early: {held}")
+            return out
         # The call may take no longer than the wall budget left at any scope: a backend's own retries
         # (waiting out a long Retry-After) must not carry the step past its time limit.
         walls = [w for ledger in ledgers if (w := ledger.remaining().wall_s) is not None]
