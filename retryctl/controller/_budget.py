@@ -26,6 +26,11 @@ LIMIT_NAMES: Final[tuple[str, ...]] = (
 ADDITIVE_NAMES: Final[tuple[str, ...]] = LIMIT_NAMES[:-1]
 """The quantities that calls add up; wall time is measured by the ledger's clock instead."""
 
+COUNT_NAMES: Final[frozenset[str]] = frozenset(
+    {"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"}
+)
+"""The quantities counted in whole units (the others, ``usd`` and ``wall_s``, are fractional)."""
+
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 

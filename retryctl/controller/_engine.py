@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from retryctl.controller._budget import COUNT_NAMES
 from retryctl.controller._decide import Observation, decide
 from retryctl.controller._policy import Policy
 from retryctl.controller._reply import UserReply, reply_verdict
@@ -44,8 +45,6 @@ __all__ = [
 ]
 
 FinishStatus = Literal["accepted", "answered_by_user", "refine", "stopped", "needs_user"]
-
-_COUNTS = frozenset({"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,7 +302,7 @@ class AttemptEngine:
         """A reply's ``budget`` as amounts to add to the limits: :attr:`grant` plus what it names, a
         count asked for in part granted whole."""
         amounts = {**self.grant, **budget}
-        return {n: float(math.ceil(v)) if n in _COUNTS else float(v) for n, v in amounts.items()}
+        return {n: float(math.ceil(v)) if n in COUNT_NAMES else float(v) for n, v in amounts.items()}
 
 
 def run_check(check: Callable[..., ValidatorResult | bool], *args: Any) -> ValidatorResult:

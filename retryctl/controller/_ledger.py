@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from types import TracebackType
 
-from retryctl.controller._budget import ADDITIVE_NAMES, LIMIT_NAMES, Budget, Usage
+from retryctl.controller._budget import ADDITIVE_NAMES, COUNT_NAMES, LIMIT_NAMES, Budget, Usage
 from retryctl.controller._clock import Clock, monotonic
 from retryctl.exceptions import BudgetExceeded, ConfigError, UsageError
 
@@ -35,7 +35,6 @@ __all__ = ["Exhaustion", "Ledger", "LedgerSnapshot", "Reservation", "StepLedger"
 
 _Num = int | Fraction
 _Amounts = dict[str, _Num]
-_INT_NAMES = frozenset({"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"})
 
 
 def _zero() -> _Amounts:
@@ -297,6 +296,25 @@ class _Scope:
             raise UsageError(f"reservation {reservation.id} was already {reservation.state}")
         reservation.state = outcome
 
+    def carry(self, used: Mapping[str, float]) -> None:
+        """Count ``used`` (amounts by limit name) as committed here and at every enclosing scope: what a
+        run spent before this process met it, read back from its state (a step's, an agent run's).
+
+        Each amount is capped at the tightest limit of the chain, so use above a limit lowered since
+        counts as that limit spent, never as an overrun. ``wall_s`` is no amount: give the ledger a
+        ``controller._clock.ShiftedClock`` instead."""
+        with self._run.lock:
+            chain = list(self._chain())
+            for name in ADDITIVE_NAMES:
+                amount = _exact(used.get(name, 0))
+                if amount <= 0:
+                    continue
+                for scope in chain:
+                    if name in scope._limits:
+                        amount = min(amount, scope._limits[name])
+                for scope in chain:
+                    scope._committed[name] += amount
+
     def extend(self, more: Usage) -> None:
         """Raise the limits of this scope and of every scope enclosing it by ``more`` (a person's
         ``extend`` answer to ``ask_user``), so that the calls it allows are reserved and committed like
@@ -308,7 +326,7 @@ class _Scope:
                     amount, limit = getattr(more, name), getattr(scope.budget, name)
                     if amount and limit is not None:
                         raised = _exact(limit) + _exact(amount)  # exact, as totals are: 0.3 + 0.1 is 0.4
-                        update[name] = int(raised) if name in _INT_NAMES else float(raised)
+                        update[name] = int(raised) if name in COUNT_NAMES else float(raised)
                         if name in scope._limits:
                             scope._limits[name] = raised
                 if update:
@@ -340,7 +358,7 @@ class _Scope:
                         room: float = max(0.0, limit - scope._elapsed(now))
                     else:
                         exact = scope._limits[name] - scope._committed[name] - scope._reserved[name]
-                        room = int(exact) if name in _INT_NAMES else float(exact)
+                        room = int(exact) if name in COUNT_NAMES else float(exact)
                     current = left[name]
                     left[name] = room if current is None else min(current, room)
         return Budget.model_validate(left)
@@ -371,7 +389,7 @@ class _Scope:
 
 def _usage(amounts: Mapping[str, _Num], wall_s: float = 0.0) -> Usage:
     values: dict[str, float] = {
-        n: int(amounts[n]) if n in _INT_NAMES else float(amounts[n]) for n in ADDITIVE_NAMES
+        n: int(amounts[n]) if n in COUNT_NAMES else float(amounts[n]) for n in ADDITIVE_NAMES
     }
     return Usage.model_validate({**values, "wall_s": wall_s})
 

@@ -19,8 +19,8 @@ is also written where it lasts, as a :class:`RunRecord`:
   :class:`~retryctl.nodes.MemoryToolJournal` within this one.
 
 A run met without its ledger gets a new one seeded with the larger of the two records, name by name
-(both only grow within a run): each carried total is reserved and committed on it, as
-``ControlledStep`` rebuilds its ledger from its state; the limits are the middleware's ``budget``
+(both only grow within a run): each carried total is committed on it (``Ledger.carry``, as
+``ControlledStep`` rebuilds its ledger from its state); the limits are the middleware's ``budget``
 plus what a person's ``extend`` replies added; the elapsed wall time goes on from the carried
 seconds (a clock offset). A carried total above a limit (a budget made smaller between the two
 processes) is carried as the limit: the run is spent.
@@ -53,13 +53,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NotRequired, TypedDict
 
-from retryctl.controller import LIMIT_NAMES, Budget, Clock, Ledger, Reservation, Usage
+from retryctl.controller import LIMIT_NAMES, Budget, Clock, Ledger, Usage
+from retryctl.controller._budget import COUNT_NAMES
 from retryctl.controller._clock import ShiftedClock
 from retryctl.exceptions import ConfigError
 
 __all__ = ["RunRecord", "Spend", "fresh_record", "journal_key", "read_record", "seeded_ledger", "spend_of"]
 
-_INT_NAMES = frozenset({"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"})
 _WHERE = "state['retryctl_run']"
 
 
@@ -187,20 +187,10 @@ def seeded_ledger(budget: Budget, clock: Clock, spend: Spend | None) -> Ledger:
     ledger = Ledger(budget, clock=shifted)
     if spend.extended:
         ledger.extend(Usage.model_validate({n: _typed(n, v) for n, v in spend.extended.items()}))
-    limits = ledger.budget.limits()
-    carried: dict[str, int | float] = {}
-    for name, used in spend.used.items():
-        limit = limits[name]
-        if name != "wall_s" and used > 0:
-            carried[name] = _typed(name, used if limit is None or used < limit else limit)
-    if carried:
-        # Reserved before the clock moves, so a wall time carried as spent cannot refuse it.
-        held = ledger.try_reserve(Usage.model_validate(carried))
-        if isinstance(held, Reservation):
-            held.commit(Usage.model_validate(carried))
+    ledger.carry(spend.used)  # capped at the limits: use above a lowered one counts as it spent
     shifted.offset = spend.used.get("wall_s", 0.0)
     return ledger
 
 
 def _typed(name: str, value: float) -> Any:
-    return int(value) if name in _INT_NAMES else float(value)
+    return int(value) if name in COUNT_NAMES else float(value)

@@ -22,7 +22,6 @@ from langgraph.types import Checkpointer, Command
 from retryctl._turn import yielded_turn
 from retryctl.audit import DecisionLog
 from retryctl.controller import (
-    LIMIT_NAMES,
     AttemptEngine,
     Breaker,
     Budget,
@@ -32,9 +31,7 @@ from retryctl.controller import (
     Ledger,
     Policy,
     PriceTable,
-    Reservation,
     StepLedger,
-    Usage,
     ValidatorResult,
     classify,
     default_equivalence,
@@ -80,7 +77,6 @@ from retryctl.nodes._step_routes import StepRoutes
 
 __all__ = ["ControlledStep"]
 
-_INT_LIMITS = frozenset({"attempts", "samples", "input_tokens", "output_tokens", "transport_retries"})
 _ROUTES = ("accept", "refine", "retry", "switch", "ask_user", "stop")
 Verifier = Callable[[str], float]
 
@@ -212,15 +208,7 @@ class ControlledStep(StepRoutes):
         clock = ShiftedClock(self.clock)
         # A step of a throwaway unlimited run, so that exhaustion names the step as its scope.
         ledger = Ledger(clock=clock).step(self.step_id, budget=Budget.model_validate(self.limits(extra)))
-        carried = {
-            n: (int(usage.get(n, 0)) if n in _INT_LIMITS else float(usage.get(n, 0.0)))
-            for n in LIMIT_NAMES
-            if n != "wall_s"
-        }
-        if any(carried.values()):
-            held = ledger.try_reserve(Usage.model_validate(carried))
-            if isinstance(held, Reservation):
-                held.commit(Usage.model_validate(carried))
+        ledger.carry(usage)
         clock.offset = elapsed
         return ledger
 

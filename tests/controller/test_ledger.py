@@ -496,6 +496,35 @@ ops = st.lists(
 )
 
 
+class TestLedgerCarry:
+    """What a run spent before this process met it, counted again from its record."""
+
+    def test_carried_use_is_committed_at_the_step_and_the_run(self) -> None:
+        run = Ledger(Budget(attempts=10))
+        step = run.step("s", budget=Budget(attempts=5, usd=1.0))
+        step.carry({"attempts": 3, "usd": 0.1, "samples": 0, "wall_s": 40.0})
+        assert step.snapshot().used["attempts"] == 3 and run.snapshot().used["attempts"] == 3
+        assert step.snapshot().used["usd"] == 0.1
+        assert step.snapshot().used["wall_s"] < 40.0  # wall time is the clock's, never an amount
+        assert isinstance(step.try_reserve(Usage(attempts=2)), Reservation)
+        assert isinstance(step.try_reserve(Usage(attempts=1)), Exhaustion)  # 3 carried + 2 held = 5
+
+    def test_use_above_a_lowered_limit_counts_as_that_limit_spent(self) -> None:
+        ledger = Ledger(Budget(attempts=4, usd=0.3))
+        ledger.carry({"attempts": 7, "usd": 0.5})
+        snap = ledger.snapshot()
+        assert (snap.used["attempts"], snap.used["usd"]) == (4, 0.3)
+        assert snap.overrun["attempts"] == 0
+        spent = ledger.exhausted()
+        assert spent is not None and spent.limit_name == "attempts" and spent.spent
+
+    def test_the_tightest_limit_of_the_chain_caps_the_carry(self) -> None:
+        run = Ledger(Budget(samples=6))
+        step = run.step("s", budget=Budget(samples=20))
+        step.carry({"samples": 9})
+        assert step.snapshot().used["samples"] == 6 and run.snapshot().used["samples"] == 6
+
+
 @dataclass
 class ModelScope:
     """The test's own account of one scope: exact sums, kept apart from the ledger."""
