@@ -44,9 +44,20 @@ from retryctl.controller._breaker_store import (
 )
 from retryctl.controller._breaker_store import summary as _summary
 from retryctl.controller._clock import Clock
+from retryctl.controller._errors import Classification, ErrorClass
 from retryctl.exceptions import BreakerOpen, BreakerStoreError
 
-__all__ = ["Admission", "Breaker", "BreakerConfig", "StoreFault"]
+__all__ = ["Admission", "Breaker", "BreakerConfig", "StoreFault", "counts_against"]
+
+
+def counts_against(error: Classification, exc: BaseException | None = None) -> bool:
+    """Whether a failed call counts against its target's breaker: a transient or terminal fault of the
+    target's own. A refusal (``exc`` an open breaker, or a store failing closed) is no failure of the
+    target's, and a validation or semantic error is the caller's or the answer's, not the target's."""
+    if isinstance(exc, BreakerOpen | BreakerStoreError):
+        return False
+    return error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL)
+
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -35,7 +35,6 @@ from retryctl.controller import (
     Budget,
     Clock,
     EquivalenceLike,
-    ErrorClass,
     Exhaustion,
     Extend,
     Finish,
@@ -49,7 +48,7 @@ from retryctl.controller import (
     as_equivalence,
     classify,
 )
-from retryctl.exceptions import BreakerOpen, BreakerStoreError
+from retryctl.controller._breaker import counts_against
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
 from retryctl.middleware._runs import Run
@@ -215,8 +214,7 @@ class ModelCalls:
             check = ValidatorResult(f"structured_output:{exc.tool_name}", False, evidence)
             return _Tried(judge(validators=[check]), ModelResponse(result=[exc.ai_message]))
         error = classify(exc)
-        counts = error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL)
-        if self.breaker is not None and counts and not isinstance(exc, BreakerOpen | BreakerStoreError):
+        if self.breaker is not None and counts_against(error, exc):
             fault = self.breaker.report(target, failed=True)
             if fault is not None:
                 notes.append(str(fault))

@@ -27,7 +27,6 @@ from retryctl.controller import (
     Budget,
     Clock,
     EquivalenceLike,
-    ErrorClass,
     Ledger,
     Policy,
     PriceTable,
@@ -37,6 +36,7 @@ from retryctl.controller import (
     default_equivalence,
     verify,
 )
+from retryctl.controller._breaker import counts_against
 from retryctl.controller._clock import ShiftedClock, monotonic
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
@@ -284,10 +284,7 @@ class ControlledStep(StepRoutes):
         if self.breaker is not None:
             fault = None
             if att.refused is None:
-                failed = out.error is not None and out.error.error_class in (
-                    ErrorClass.TRANSIENT,
-                    ErrorClass.TERMINAL,
-                )
+                failed = out.error is not None and counts_against(out.error)
                 if failed or out.candidates:
                     fault = self.breaker.report(att.target, failed=failed)
             breakers, unknown = self.breaker.snapshot()

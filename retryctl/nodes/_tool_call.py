@@ -33,7 +33,7 @@ from retryctl.controller import (
     classify,
     run_check,
 )
-from retryctl.controller._breaker import StoreFault
+from retryctl.controller._breaker import StoreFault, counts_against
 from retryctl.controller._clock import monotonic
 from retryctl.controller._engine import Backoff, evolve
 from retryctl.exceptions import BreakerOpen, BreakerStoreError
@@ -276,9 +276,7 @@ class ToolCallController(ToolOutcomes):
         # switched, and when nothing is left stopped with its message, as a spent budget is).
         refused = isinstance(exc, BreakerOpen | BreakerStoreError)
         st.error = None if refused or error.error_class is ErrorClass.TRANSIENT else exc
-        counts = error.error_class in (ErrorClass.TRANSIENT, ErrorClass.TERMINAL)
-        # A refusal (an open breaker, or a store failing closed) is no failure of the target's own.
-        if self.breaker is not None and counts and not isinstance(exc, BreakerOpen | BreakerStoreError):
+        if self.breaker is not None and counts_against(error, exc):
             self._note(st, self.breaker.report(st.target, failed=True))
         return self._decide(st, error=error)
 

@@ -12,14 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from retryctl.controller._breaker import Breaker, BreakerConfig
+from retryctl.controller._breaker import Breaker, BreakerConfig, counts_against
 from retryctl.controller._breaker_store import (
     BreakerState,
     MemoryBreakerStore,
     SQLiteBreakerStore,
 )
 from retryctl.controller._clock import ManualClock
-from retryctl.exceptions import BreakerOpen
+from retryctl.controller._errors import Classification, ErrorClass
+from retryctl.exceptions import BreakerOpen, BreakerStoreError
 
 CLOSED, OPEN, HALF = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 
@@ -296,3 +297,29 @@ class TestBreakerProperty:
             finally:
                 for store in stores:
                     store.close()
+
+
+class TestCountsAgainst:
+    """Which failures a breaker counts: the target's own faults, never a refusal or the caller's error."""
+
+    @pytest.mark.parametrize(
+        ("error_class", "counts"),
+        [
+            (ErrorClass.TRANSIENT, True),
+            (ErrorClass.TERMINAL, True),
+            (ErrorClass.VALIDATION, False),
+            (ErrorClass.SEMANTIC, False),
+        ],
+    )
+    def test_by_error_class(self, error_class: ErrorClass, counts: bool) -> None:
+        assert counts_against(Classification(error_class, "x"), ValueError("x")) is counts
+
+    @pytest.mark.parametrize(
+        "refusal",
+        [
+            BreakerOpen(key="tool", retry_at=0.0, failures=3),
+            BreakerStoreError(store="redis://127.0.0.1:6390/0", operation="update", problem="refused"),
+        ],
+    )
+    def test_a_refusal_is_no_failure_of_the_target(self, refusal: Exception) -> None:
+        assert not counts_against(Classification(ErrorClass.TERMINAL, "refused"), refusal)
