@@ -64,7 +64,7 @@ from retryctl.controller import (
     ValidatorResult,
 )
 from retryctl.exceptions import ConfigError
-from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._backoff import WaitRetryAfter
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -360,7 +360,7 @@ def _task_engine(config: BatchConfig) -> AttemptEngine:
     wait = WaitRetryAfter(wait_exponential(multiplier=config.retry_wait_s, max=30.0), max_wait_s=30.0)
     return AttemptEngine(
         policy=Policy(max_retries=config.retries - 1, weights={"validators": 1.0}, low_confidence=("stop",)),
-        backoff=lambda n, retry_after_s: backoff_seconds(wait, retry_number=n, retry_after_s=retry_after_s),
+        backoff=wait.for_retry,
     )
 
 

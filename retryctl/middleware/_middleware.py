@@ -33,7 +33,7 @@ from retryctl.middleware._drive import adrive, drive
 from retryctl.middleware._models import ModelCalls
 from retryctl.middleware._runs import RUN_KEY, RetryControlState, Run, RunBook
 from retryctl.middleware._tools import ToolCalls
-from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
 from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
@@ -209,7 +209,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             fallbacks=check_fallbacks(fallback_models),
             engine=AttemptEngine(
                 policy=model_policy,
-                backoff=self._wait,
+                backoff=self.backoff.for_retry,
                 refine_in_place=True,
                 interactive=interactive,
                 grant={"attempts": 1},
@@ -289,9 +289,6 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
 
     def _run(self, state: object) -> Run:
         return self.runs.meet(state)
-
-    def _wait(self, retry_number: int, retry_after_s: float | None) -> float:
-        return backoff_seconds(self.backoff, retry_number=retry_number, retry_after_s=retry_after_s)
 
     def _tools_for(self, request: ToolCallRequest) -> ToolCalls:
         """The controlled calls over the agent's tools (the ToolNode's, from the request's runtime)

@@ -34,6 +34,13 @@ class WaitRetryAfter(wait_base):
                 retry_after = classify(exc).retry_after_s
         return self.seconds(retry_state, retry_after)
 
+    def for_retry(self, retry_number: int, retry_after_s: float | None) -> float:
+        """The wait before retry ``retry_number`` (1-based) outside a tenacity loop: the attempt
+        engine's ``backoff`` (:class:`~retryctl.controller.AttemptEngine`)."""
+        state = RetryCallState(retry_object=Retrying(), fn=None, args=(), kwargs={})
+        state.attempt_number = retry_number
+        return self.seconds(state, retry_after_s)
+
     def seconds(self, retry_state: RetryCallState, retry_after_s: float | None) -> float:
         """The wait for ``retry_state`` when the fault asked for ``retry_after_s``."""
         wait = float(self.fallback(retry_state))
@@ -44,6 +51,4 @@ class WaitRetryAfter(wait_base):
 
 def backoff_seconds(wait: WaitRetryAfter, *, retry_number: int, retry_after_s: float | None) -> float:
     """The wait before retry ``retry_number`` (1-based) outside a tenacity loop (a graph's retry node)."""
-    state = RetryCallState(retry_object=Retrying(), fn=None, args=(), kwargs={})
-    state.attempt_number = retry_number
-    return wait.seconds(state, retry_after_s)
+    return wait.for_retry(retry_number, retry_after_s)

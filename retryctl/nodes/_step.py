@@ -41,7 +41,7 @@ from retryctl.controller._clock import ShiftedClock, monotonic
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
-from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._observe import (
     Validator,
@@ -165,9 +165,7 @@ class ControlledStep(StepRoutes):
         self.emitter = Emitter(log)
         self.engine = AttemptEngine(
             policy=self.policy,
-            backoff=lambda n, retry_after_s: backoff_seconds(
-                self.backoff, retry_number=n, retry_after_s=retry_after_s
-            ),
+            backoff=self.backoff.for_retry,
             refine_in_place=True,  # the step re-asks its model with the feedback
             interactive=interactive,
         )

@@ -40,7 +40,7 @@ from retryctl.controller import (
 )
 from retryctl.controller._clock import monotonic
 from retryctl.exceptions import ConfigError
-from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
 from retryctl.nodes._tool_call import ToolCallController
@@ -179,9 +179,7 @@ class ControlledToolCalls:
             errors=ErrorHandling(handle_tool_errors),
             messages_key=messages_key,
             result_key=result_key,
-            backoff=lambda n, retry_after_s: backoff_seconds(
-                self.backoff, retry_number=n, retry_after_s=retry_after_s
-            ),
+            backoff=self.backoff.for_retry,
             clock=clock,
         )
 
