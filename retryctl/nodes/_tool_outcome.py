@@ -26,6 +26,7 @@ from retryctl.controller import (
     AttemptEngine,
     Extend,
     Finish,
+    FinishStatus,
     Ledger,
     Sleep,
     StepLedger,
@@ -83,20 +84,20 @@ class ToolOutcomes:
         if isinstance(step, Ask):
             return self.ask(st, step.verdict)
         if isinstance(step, Finish) and step.status == "accepted":
-            return self._accepted(st, verdict, how=None)
+            return self._accepted(st, verdict, ending=None)
         if st.error is not None:  # a refine or stop on the tool's own error ends as ToolNode ends it
             return self._failed(st, verdict, st.error)
         if isinstance(step, Finish) and step.status == "refine":
             return self._final(st, verdict, verdict.feedback or verdict.reason, "error")
         return self._stop(st, verdict, verdict.reason)
 
-    def _accepted(self, st: CallState, verdict: Verdict, *, how: str | None) -> ToolResult:
+    def _accepted(self, st: CallState, verdict: Verdict, *, ending: FinishStatus | None) -> ToolResult:
         result = st.result
         if result is None:  # only a journaled ask resumed without its result; never a normal path
-            return self._final(st, verdict, st.content or "", "success", how=how)
-        if isinstance(result, ToolMessage) and (st.attempt > 1 or st.switches or how is not None):
-            result = _annotated(result, st.call, self._info(st, verdict, how=how, reason=None))
-        return self._journaled(st, self._typed(st, result, verdict, how))
+            return self._final(st, verdict, st.content or "", "success", ending=ending)
+        if isinstance(result, ToolMessage) and (st.attempt > 1 or st.switches or ending is not None):
+            result = _annotated(result, st.call, self._info(st, verdict, ending=ending, reason=None))
+        return self._journaled(st, self._typed(st, result, verdict, ending))
 
     def _failed(self, st: CallState, verdict: Verdict, error: BaseException) -> ToolResult:
         reported = getattr(error, "message", None)
@@ -108,7 +109,7 @@ class ToolOutcomes:
         if message is None:
             raise error
         if st.attempt > 1 or st.switches:
-            message = _annotated(message, st.call, self._info(st, verdict, how=None, reason=None))
+            message = _annotated(message, st.call, self._info(st, verdict, ending=None, reason=None))
         return self._journaled(st, self._typed(st, message, verdict, None))
 
     def ask(self, st: CallState, verdict: Verdict) -> ToolResult | Act:
@@ -159,12 +160,10 @@ class ToolOutcomes:
                 self.ledger.extend(Usage.model_validate(dict(step.amounts)))
             return step.then
         assert isinstance(step, Finish)
-        if step.status == "accepted":
-            if st.result is not None:
-                return self._accepted(st, decided, how="accepted by the user")
-            return self._final(st, decided, st.content or "", "success", how="accepted by the user")
+        if step.status == "accepted":  # by the person: the record says so, even on a first try
+            return self._accepted(st, decided, ending="accepted")
         if step.status == "answered_by_user":
-            return self._final(st, decided, reply.answer or "", "success", how=decided.reason)
+            return self._final(st, decided, reply.answer or "", "success", ending="answered_by_user")
         return self._stop(st, decided, decided.reason)
 
     def _stop(self, st: CallState, verdict: Verdict, reason: str) -> ToolResult:
@@ -172,23 +171,20 @@ class ToolOutcomes:
             f"retryctl stopped this tool call: {reason}. Do not call {st.call['name']} again for this; "
             "answer with what you have."
         )
-        return self._final(st, verdict, text, "error", how="stopped", reason=reason)
+        return self._final(st, verdict, text, "error", ending="stopped", reason=reason)
 
     def _info(
-        self, st: CallState, verdict: Verdict, *, how: str | None, reason: str | None
+        self, st: CallState, verdict: Verdict, *, ending: FinishStatus | None, reason: str | None
     ) -> dict[str, Any]:
-        statuses = {
-            "accepted by the user": "accepted",
-            "answered by the user": "answered_by_user",
-            "stopped": "stopped",
-        }
+        """retryctl's record of the call; ``ending`` is how the engine said it finished when that is
+        not read off the verdict (a person accepted or answered, or the call stopped)."""
         return {
             "action": verdict.action.value,
             "reason": reason or verdict.reason,
             "confidence": verdict.confidence,
-            "served_by": "user" if how == "answered by the user" else st.target,
+            "served_by": "user" if ending == "answered_by_user" else st.target,
             "attempts": st.attempt,
-            "status": statuses.get(how or "") or _STATUS.get(verdict.action, "refine"),
+            "status": ending or _STATUS.get(verdict.action, "refine"),
             "verdict": verdict.model_dump(mode="json"),
         }
 
@@ -199,7 +195,7 @@ class ToolOutcomes:
         content: str,
         status: str,
         *,
-        how: str | None = None,
+        ending: FinishStatus | None = None,
         reason: str | None = None,
     ) -> ToolResult:
         """A message retryctl writes itself (a failed check, a stop, a person's answer)."""
@@ -208,20 +204,22 @@ class ToolOutcomes:
             name=st.call["name"],
             tool_call_id=st.call["id"],
             status=status,
-            response_metadata={METADATA_KEY: self._info(st, verdict, how=how, reason=reason)},
+            response_metadata={METADATA_KEY: self._info(st, verdict, ending=ending, reason=reason)},
         )
-        return self._journaled(st, self._typed(st, message, verdict, how))
+        return self._journaled(st, self._typed(st, message, verdict, ending))
 
     def _journaled(self, st: CallState, result: ToolResult) -> ToolResult:
         if st.journal_key:
             put_later(self.journal, st.journal_key, {"phase": "final", "result": dump_result(result)})
         return result
 
-    def _typed(self, st: CallState, result: ToolResult, verdict: Verdict, how: str | None) -> ToolResult:
+    def _typed(
+        self, st: CallState, result: ToolResult, verdict: Verdict, ending: FinishStatus | None
+    ) -> ToolResult:
         """With ``result_key``: the message plus the call's typed result, as one ``Command``."""
         if self.result_key is None or not isinstance(result, ToolMessage):
             return result
-        info = verdict_of(result) or self._info(st, verdict, how=how, reason=None)
+        info = verdict_of(result) or self._info(st, verdict, ending=ending, reason=None)
         text = result.content if isinstance(result.content, str) else result.text
         ok = result.status != "error"
         typed = {
