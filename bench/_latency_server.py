@@ -7,8 +7,9 @@ Every ``POST .../chat/completions`` is answered after exactly ``--latency`` seco
 choices as the request's ``n``, each ``"The answer is <answer>."`` with confident per-token logprobs, so
 a controller accepts on its first round of samples. ``--jitter J`` (off by default) draws each delay
 uniformly from ``latency * [1 - J, 1 + J]`` instead, from a seeded generator. ``GET /stats`` returns
-``{"requests": N, "max_in_flight": M, "busy_s": S}``, ``S`` the sum of the delays drawn (``N * latency``
-without jitter); ``POST /stats/reset`` zeroes them. On start it prints ``port <N>`` on stdout.
+``{"requests": N, "choices": C, "max_in_flight": M, "busy_s": S}``, ``C`` the choices answered (the sum
+of the requests' ``n``), ``S`` the sum of the delays drawn (``N * latency`` without jitter);
+``POST /stats/reset`` zeroes them. On start it prints ``port <N>`` on stdout.
 
 Plain asyncio streams, HTTP/1.1 keep-alive, no framework: the server's own cost per request must be far
 below the client's, on a machine where both share two cores.
@@ -33,6 +34,7 @@ class LatencyServer:
         self.jitter = jitter
         self.answer = answer
         self.requests = 0
+        self.choices = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.busy_s = 0.0
@@ -88,7 +90,9 @@ class LatencyServer:
         if path.endswith("/chat/completions") and method == "POST":
             request: dict[str, Any] = json.loads(raw or b"{}")
             delay = self.delay()
+            n = int(request.get("n") or 1)
             self.requests += 1
+            self.choices += n
             self.busy_s += delay
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -96,12 +100,17 @@ class LatencyServer:
                 await asyncio.sleep(delay)
             finally:
                 self.in_flight -= 1
-            return 200, self.completion(int(request.get("n") or 1))
+            return 200, self.completion(n)
         if path.endswith("/stats") and method == "GET":
-            stats = {"requests": self.requests, "max_in_flight": self.max_in_flight, "busy_s": self.busy_s}
+            stats = {
+                "requests": self.requests,
+                "choices": self.choices,
+                "max_in_flight": self.max_in_flight,
+                "busy_s": self.busy_s,
+            }
             return 200, json.dumps(stats).encode()
         if path.endswith("/stats/reset") and method == "POST":
-            self.requests = self.max_in_flight = 0
+            self.requests = self.choices = self.max_in_flight = 0
             self.busy_s = 0.0
             return 200, b"{}"
         return 404, b'{"error": {"message": "not found"}}'

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import statistics
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["profile_threads", "rotated_rounds"]
+__all__ = ["paired_ratio", "profile_threads", "rotated_rounds"]
 
 
 def rotated_rounds(subjects: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
@@ -23,6 +24,13 @@ def rotated_rounds(subjects: Mapping[str, Callable[[], float]], rounds: int) -> 
         for name in names[r % len(names) :] + names[: r % len(names)]:
             runs[name].append(subjects[name]())
     return runs
+
+
+def paired_ratio(runs: Mapping[str, list[float]], subject: str, base: str) -> float:
+    """The median over rounds of ``subject``'s figure over ``base``'s in the same round: a second view
+    of the ratio, less moved than best-of-N by a lucky round of one of the two (each round runs both
+    within a few seconds)."""
+    return statistics.median(s / b for s, b in zip(runs[subject], runs[base], strict=True))
 
 
 def profile_threads(run: Callable[[], Any], *, label: str, top: int) -> None:

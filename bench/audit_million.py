@@ -32,7 +32,7 @@ from retryctl.audit._canonical import GENESIS_HASH, encode_line
 from retryctl.audit._records import SummaryBody, VerdictBody, summary_fields, verdict_fields
 from retryctl.controller import Action, Evidence, Verdict
 from retryctl.report import analyse, audit_log, audit_summary, summarise
-from retryctl.report._analysis import analyse_plain
+from retryctl.report._analyse import analyse_plain
 
 _PATTERNS = [
     ["accept"],

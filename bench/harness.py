@@ -115,6 +115,47 @@ def _batch(data: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _gateway(data: dict[str, Any]) -> list[Row]:
+    rows = []
+    latency_ms = float(data["latency_s"]) * 1000
+    for level in data["levels"]:
+        c, d, g = int(level["concurrency"]), level["direct"], level["gateway"]
+        ratio, added = float(level["ratio"]), float(level["added_p50_ms"])
+        target, met = (">= 95 %", ratio >= 0.95) if c == 64 else ("—", None)
+        rows.append(
+            row(
+                f"gateway, {latency_ms:.0f} ms upstream, concurrency {c}: throughput of direct",
+                f"{ratio:.1%} ({g['rps']:.1f} vs {d['rps']:.1f} req/s)",
+                target,
+                met,
+            )
+        )
+        rows.append(
+            row(
+                f"  concurrency {c}: added p50 latency",
+                f"{added:+.2f} ms (gateway CPU {g['gateway_cpu_ms_per_request']:.2f} ms/request)",
+                "<= 2 ms",
+                added <= 2.0,
+            )
+        )
+    a = data["adaptive"]
+    rows.append(
+        row(
+            f"gateway adaptive (max_samples {a['max_samples']}): samples per request",
+            f"{a['samples_per_request']:.2f} (direct SC-{a['sc_samples_per_request']}: "
+            f"{a['sc_samples_per_request']}; upstream counted {a['upstream_choices_per_request']:.2f})",
+        )
+    )
+    rows.append(
+        row(
+            "  adaptive p50 beyond its upstream calls",
+            f"{a['added_p50_ms']:+.1f} ms over {a['upstream_calls_per_request']:.2f} calls "
+            f"x {latency_ms:.0f} ms",
+        )
+    )
+    return rows
+
+
 def _audit(data: dict[str, Any]) -> list[Row]:
     records = int(data["records"])
     return [
@@ -189,6 +230,7 @@ def benches(bank: Path) -> list[Bench]:
         Bench("middleware_overhead", "middleware_overhead.py", ["--json"], ["--quick"], _middleware, 600),
         Bench("decide_overhead", "decide_overhead.py", ["--json"], ["--calls", "400"], _decide, 300),
         Bench("batch_throughput", "batch_throughput.py", ["--json"], ["--quick"], _batch, 900),
+        Bench("gateway_throughput", "gateway_throughput.py", ["--json"], ["--quick"], _gateway, 600),
         Bench("audit_million", "audit_million.py", ["--cli", "--json"], ["--records", "20000"], _audit, 1800),
         Bench(
             "sandbox_latency", "sandbox_latency.py", ["--json"], ["--cold", "3", "--warm", "5"], _sandbox, 600

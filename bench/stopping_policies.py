@@ -18,10 +18,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from retryctl.bench import (
+from retryctl.replay import (
     BUILTIN_BENCH_POLICIES,
     ReplayResult,
-    load_bank,
+    code_bank,
     make_orders,
     paired_delta,
     run_policies,
@@ -57,7 +57,7 @@ def _table(title: str, results: list[ReplayResult], strata: dict[str, list[int]]
 
 
 def run_bank(args: argparse.Namespace, console: Console) -> None:
-    bank = load_bank(args.bank)
+    bank = code_bank(args.bank)
     orders = make_orders(bank, orders=args.orders, seed=args.seed)
     names = [f"sc-{args.max_samples}"] + [n for n in BUILTIN_BENCH_POLICIES if n != "sc-40"]
     started = time.perf_counter()
@@ -75,7 +75,7 @@ def run_bank(args: argparse.Namespace, console: Console) -> None:
         summary = {"bank": str(args.bank), "questions": len(bank.questions), "orders": args.orders}
         print(json.dumps({**summary, "seconds": elapsed, "policies": rows}))
     if args.curve:
-        from retryctl.bench import curve_for
+        from retryctl.replay import curve_for
 
         table = Table(title="accuracy vs average samples along each policy's knob")
         for column in ("policy", "accuracy %", "avg samples"):
@@ -99,7 +99,7 @@ def run_synthetic(args: argparse.Namespace, console: Console) -> None:
                     logprobs=logprobs,
                     seed=args.seed + 1,
                 )
-                bank = load_bank(path)
+                bank = code_bank(path)
                 orders = make_orders(bank, orders=args.orders, seed=args.seed)
                 results = run_policies(bank, names, orders=orders, max_samples=args.max_samples)
                 title = (

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         classify,
         decide,
         default_equivalence,
-        parse_policy,
+        parse_stopping_rule,
     )
 
 __version__ = "0.1.0"
@@ -48,7 +48,7 @@ __all__ = [
     "classify",
     "decide",
     "default_equivalence",
-    "parse_policy",
+    "parse_stopping_rule",
     "read_records",
     "verify_log",
 ]
@@ -74,7 +74,7 @@ _MODULES = {
     "classify": "controller",
     "decide": "controller",
     "default_equivalence": "controller",
-    "parse_policy": "controller",
+    "parse_stopping_rule": "controller",
 }
 # `import retryctl` used to import these, so `retryctl.controller.Policy` worked without importing
 # retryctl.controller; it still does.

@@ -33,7 +33,7 @@ Config validated by pydantic raises ``pydantic.ValidationError``, which names th
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
     "BankFormatError",
@@ -61,6 +61,20 @@ class RetryctlError(Exception):
     error_class: ClassVar[str | None] = None
     """How ``classify`` treats this error: ``transient``, ``validation``, ``semantic``, ``terminal``, or
     ``None`` to let the classifier decide (retryctl errors it does not know are terminal)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own pickling calls ``cls(*self.args)``, which a keyword-only constructor
+        # refuses (``BudgetExceeded(message)`` is a TypeError): the error could not cross a process
+        # pool or a multiprocessing queue. Rebuilt without the constructor instead: its message and
+        # every attribute come back as they were.
+        return (_restored, (type(self), self.args), dict(self.__dict__))
+
+
+def _restored(cls: type[RetryctlError], args: tuple[Any, ...]) -> RetryctlError:
+    """An error of ``cls`` with ``args``, made without calling its constructor (see ``__reduce__``)."""
+    error = cls.__new__(cls)
+    error.args = args
+    return error
 
 
 class ControlSignal(RetryctlError):

@@ -25,7 +25,7 @@ from retryctl.audit import DecisionLog
 from retryctl.controller import LIMIT_NAMES, Budget, Clock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
-from retryctl.nodes import ControlledStep, SamplingSchedule, VerdictRecord, WaitRetryAfter
+from retryctl.nodes import ControlledStep, SamplingSchedule, StepVerdict, WaitRetryAfter
 from retryctl.nodes._events import run_id_from_config
 from retryctl.nodes._runnable import twin_node
 from retryctl.tools import ToolRegistry, default_registry
@@ -67,7 +67,7 @@ class DemoState(TypedDict, total=False):
     """The question in, the accepted answer appended."""
     result: DemoResult | None
     """How the run ended."""
-    verdicts: list[VerdictRecord]
+    verdicts: list[StepVerdict]
     """Every verdict of the step, in order."""
 
 

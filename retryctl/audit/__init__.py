@@ -1,8 +1,9 @@
 """The decision log: one hash-chained JSONL record per verdict, written through structlog.
 
 Write with :class:`DecisionLog` (a context manager); read back with :func:`read_records`; prove the
-chain intact with :func:`verify_log`. Record shapes are the pydantic models below, all at
-:data:`SCHEMA_VERSION`.
+chain intact with :func:`verify_log` (or, for lines a caller reads itself, :func:`check_chain`, from
+:func:`settled_size`: where no writer is mid-line).
+Record shapes are the pydantic models below, all at :data:`SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from retryctl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from retryctl.audit._canonical import GENESIS_HASH, SCHEMA_VERSION, canonical_bytes, record_hash
-    from retryctl.audit._reader import VerifyReport, read_records, verify_log
+    from retryctl.audit._reader import (
+        ChainScan,
+        VerifyReport,
+        check_chain,
+        read_records,
+        settled_size,
+        verify_log,
+    )
     from retryctl.audit._records import (
         BudgetState,
         LogRecord,
@@ -29,6 +37,7 @@ __all__ = [
     "GENESIS_HASH",
     "SCHEMA_VERSION",
     "BudgetState",
+    "ChainScan",
     "ChainSink",
     "DecisionLog",
     "LogRecord",
@@ -37,9 +46,11 @@ __all__ = [
     "VerdictRecord",
     "VerifyReport",
     "canonical_bytes",
+    "check_chain",
     "parse_record",
     "read_records",
     "record_hash",
+    "settled_size",
     "verify_log",
 ]
 
@@ -51,8 +62,11 @@ _MODULES = {
     "SCHEMA_VERSION": "_canonical",
     "canonical_bytes": "_canonical",
     "record_hash": "_canonical",
+    "ChainScan": "_reader",
     "VerifyReport": "_reader",
+    "check_chain": "_reader",
     "read_records": "_reader",
+    "settled_size": "_reader",
     "verify_log": "_reader",
     "BudgetState": "_records",
     "LogRecord": "_records",

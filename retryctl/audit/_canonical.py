@@ -17,7 +17,7 @@ The writer lays a line out in one of two ways, both valid JSON objects with the 
 The canonical bytes are defined by Python's ``json.dumps`` (see :func:`canonical_bytes`). The writer
 may produce them with orjson, which is several times faster and writes the same bytes for JSON values
 except some floats: it spells ``1e-05`` as ``0.00001`` and ``1e-07`` as ``1e-7``. A line whose orjson
-bytes may hold such a float in a number (see ``_may_differ``; the same bytes in a string do not
+bytes may hold such a float in a number (see ``may_differ``; the same bytes in a string do not
 count), or that orjson refuses (a big integer, a lone surrogate, a non-``str`` key, a ``str``
 subclass), is encoded by ``json.dumps`` instead. orjson writes
 NaN as ``null`` where ``json.dumps`` refuses it, so the fast path is only for bodies a record model
@@ -28,23 +28,31 @@ has validated (finite numbers only).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import orjson
 
 __all__ = [
     "GENESIS_HASH",
+    "HASH_PREFIX",
     "HASH_RE",
+    "HASH_SUFFIX_LEN",
+    "ORJSON_OPTIONS",
     "PREV_KEY",
     "RUN_KEY",
     "SCHEMA_KEY",
     "SCHEMA_VERSION",
     "canonical_bytes",
     "encode_line",
+    "fast_canonical_bytes",
     "fast_line_hash",
+    "hash_last",
     "loads_strict",
+    "may_differ",
     "record_hash",
 ]
 
@@ -66,17 +74,35 @@ SCHEMA_KEY = b'"schema":'
 RUN_KEY = b'"run_id":'
 """The bytes of the top-level ``run_id`` key."""
 
-_HASH_PREFIX = b',"hash":"'
+
+def _builtin_sha256() -> Callable[[bytes], Any]:
+    """CPython's own SHA-256 (hashlib's fallback; ``_sha256`` until 3.11, ``_sha2`` since), else
+    hashlib's. The digest is the same as OpenSSL's. For one line of a record, hashed between other
+    work, it is the cheaper: OpenSSL 3's setup per digest (fetching the algorithm) outweighs its faster
+    rounds on a ~1 KB line (in ``bench/controller_overhead.py``: about 8 against 13 us a record inside
+    a run, and fewer instructions under cachegrind). The reader, which hashes many lines, keeps
+    hashlib's."""
+    for name in ("_sha256", "_sha2"):
+        try:
+            return cast("Callable[[bytes], Any]", importlib.import_module(name).sha256)
+        except (ImportError, AttributeError):  # pragma: no cover - another Python
+            continue
+    return hashlib.sha256  # pragma: no cover
+
+
+_line_sha256 = _builtin_sha256()
+
+HASH_PREFIX = b',"hash":"'
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 # ``json.dumps`` with these arguments builds exactly this encoder on each call.
-_ORJSON_OPTIONS = (
+ORJSON_OPTIONS = (
     orjson.OPT_SORT_KEYS
     | orjson.OPT_PASSTHROUGH_SUBCLASS  # str/int subclasses (enums...): json.dumps' own rules apply
     | orjson.OPT_PASSTHROUGH_DATETIME  # not JSON: json.dumps refuses them
     | orjson.OPT_PASSTHROUGH_DATACLASS
 )
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_SUFFIX_LEN = len(_HASH_PREFIX) + 64 + len(b'"}\n')
+HASH_SUFFIX_LEN = len(HASH_PREFIX) + 64 + len(b'"}\n')
 
 
 def canonical_bytes(obj: dict[str, Any]) -> bytes:
@@ -84,17 +110,17 @@ def canonical_bytes(obj: dict[str, Any]) -> bytes:
     return _ENCODER.encode(obj).encode()
 
 
-def _fast_canonical_bytes(obj: dict[str, Any]) -> bytes:
+def fast_canonical_bytes(obj: dict[str, Any]) -> bytes:
     """:func:`canonical_bytes` for a validated body (JSON values, finite numbers): orjson's bytes
     when they provably match, else ``json.dumps``'s."""
     try:
-        raw = orjson.dumps(obj, option=_ORJSON_OPTIONS)
+        raw = orjson.dumps(obj, option=ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError: let json.dumps encode it, or raise its own error
         return canonical_bytes(obj)
-    return canonical_bytes(obj) if _may_differ(raw) else raw
+    return canonical_bytes(obj) if may_differ(raw) else raw
 
 
-def _may_differ(raw: bytes) -> bool:
+def may_differ(raw: bytes) -> bool:
     """Whether orjson's ``raw`` may spell a float otherwise than ``float.__repr__`` (json.dumps).
 
     Both write the shortest digits that read back as the same float, and both write them positionally
@@ -148,17 +174,24 @@ def encode_line(body: dict[str, Any], *, validated: bool = False) -> tuple[bytes
     """
     if "hash" in body:
         raise ValueError("a record body must not carry 'hash' before it is chained")
-    raw = _fast_canonical_bytes(body) if validated else canonical_bytes(body)
-    digest = hashlib.sha256(raw).hexdigest()
+    raw = fast_canonical_bytes(body) if validated else canonical_bytes(body)
     unambiguous = (
         raw.count(PREV_KEY) == 1
         and raw.count(SCHEMA_KEY) == 1
         and raw.count(RUN_KEY) == (1 if "run_id" in body else 0)
     )
     if unambiguous:
-        return raw[:-1] + _HASH_PREFIX + digest.encode() + b'"}\n', digest
+        return hash_last(raw)
+    digest = hashlib.sha256(raw).hexdigest()
     whole = {**body, "hash": digest}
-    return (_fast_canonical_bytes(whole) if validated else canonical_bytes(whole)) + b"\n", digest
+    return (fast_canonical_bytes(whole) if validated else canonical_bytes(whole)) + b"\n", digest
+
+
+def hash_last(raw: bytes) -> tuple[bytes, str]:
+    """The line of the canonical body ``raw`` in the hash-last layout, and its hash. Only for a body
+    whose ``prev_hash``, ``schema`` and ``run_id`` keys occur once in ``raw`` (see :func:`encode_line`)."""
+    digest = _line_sha256(raw).hexdigest()
+    return raw[:-1] + HASH_PREFIX + digest.encode() + b'"}\n', digest
 
 
 def fast_line_hash(line: bytes) -> tuple[bytes, bytes] | None:
@@ -167,12 +200,12 @@ def fast_line_hash(line: bytes) -> tuple[bytes, bytes] | None:
     ``None`` means "not provably good by bytes alone": the caller must parse the line to find out why
     (or to accept a line another tool re-serialised without changing its content).
     """
-    if len(line) <= _SUFFIX_LEN or not line.endswith(b'"}\n'):
+    if len(line) <= HASH_SUFFIX_LEN or not line.endswith(b'"}\n'):
         return None
-    cut = len(line) - _SUFFIX_LEN
-    if line[cut : cut + len(_HASH_PREFIX)] != _HASH_PREFIX:
+    cut = len(line) - HASH_SUFFIX_LEN
+    if line[cut : cut + len(HASH_PREFIX)] != HASH_PREFIX:
         return None
-    stored = line[cut + len(_HASH_PREFIX) : -3]
+    stored = line[cut + len(HASH_PREFIX) : -3]
     body = line[:cut] + b"}"
     if hashlib.sha256(body).hexdigest().encode() != stored:
         return None

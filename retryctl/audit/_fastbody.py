@@ -24,14 +24,14 @@ import orjson
 
 from retryctl.controller import Action, Evidence, Verdict
 
-__all__ = ["verdict_body"]
+__all__ = ["EXACT_FLOAT", "MAX_DEPTH", "SCALARS", "Slow", "verdict_body"]
 
 _NONE: type = type(None)
 _STR: frozenset[type] = frozenset({str})
 _OPT_STR: frozenset[type] = frozenset({str, _NONE})
 _FLOAT: frozenset[type] = frozenset({float})
 _OPT_FLOAT: frozenset[type] = frozenset({float, _NONE})
-_SCALARS: frozenset[type] = frozenset({str, int, float, bool, _NONE})
+SCALARS: frozenset[type] = frozenset({str, int, float, bool, _NONE})
 _NESTED: frozenset[type] = frozenset({dict, list})
 _TUPLE_NESTED: frozenset[type] = _NESTED | {tuple}
 # The fields this module builds a record from; a Verdict or Evidence with others goes the model's way.
@@ -55,18 +55,18 @@ _KNOWN = set(Verdict.model_fields) == {
     "stopping",
     "notes",
 }
-_MAX_DEPTH = 32  # deeper JSON goes the model's way (its recursion rules, not ours)
-_EXACT_FLOAT = 1 << 53  # an int the model turns into a float, exactly
+MAX_DEPTH = 32  # deeper JSON goes the model's way (its recursion rules, not ours)
+EXACT_FLOAT = 1 << 53  # an int the model turns into a float, exactly
 _PROBE = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
-class _Slow(Exception):
+class Slow(Exception):
     """This value is not one the fast path may vouch for: let the record model judge it."""
 
 
 def _json(value: Any, *, tuples: bool = False, depth: int = 0) -> Any:
     """A copy of ``value``, which must be built of exact JSON types (no subclass, enum...; a tuple,
-    made a list, only with ``tuples``) and finite floats only; raises :class:`_Slow` otherwise."""
+    made a list, only with ``tuples``) and finite floats only; raises :class:`Slow` otherwise."""
     kind = type(value)
     if kind is dict:
         items: Any = value.values()
@@ -74,21 +74,21 @@ def _json(value: Any, *, tuples: bool = False, depth: int = 0) -> Any:
         items = value
     elif kind is float:
         if not math.isfinite(value):
-            raise _Slow
+            raise Slow
         return value
-    elif kind in _SCALARS:
+    elif kind in SCALARS:
         return value
     else:
-        raise _Slow
+        raise Slow
     kinds = {*map(type, items)}
     nested = _TUPLE_NESTED if tuples else _NESTED
-    if not kinds <= (_SCALARS | nested):
-        raise _Slow
+    if not kinds <= (SCALARS | nested):
+        raise Slow
     if float in kinds and not all(map(math.isfinite, (x for x in items if type(x) is float))):
-        raise _Slow
+        raise Slow
     if not kinds.isdisjoint(nested):
-        if depth >= _MAX_DEPTH:
-            raise _Slow
+        if depth >= MAX_DEPTH:
+            raise Slow
         down = depth + 1
         if kind is dict:
             return {
@@ -148,7 +148,7 @@ def verdict_body(
         stopping = evidence.stopping
     except AttributeError:  # model_construct without a required field
         return None
-    if type(latency_ms) is int and -_EXACT_FLOAT <= latency_ms <= _EXACT_FLOAT:
+    if type(latency_ms) is int and -EXACT_FLOAT <= latency_ms <= EXACT_FLOAT:
         latency_ms = float(latency_ms)  # as the model converts it
     if extra is None:
         extra = {}
@@ -181,7 +181,7 @@ def verdict_body(
         stopping = _json(stopping, tuples=True)
         candidates_summary = _json(candidates_summary)
         extra = _json(extra)
-    except _Slow:
+    except Slow:
         return None
     body = {
         "schema": 1,

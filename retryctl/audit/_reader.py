@@ -6,7 +6,9 @@ raw bytes and finds ``prev_hash``, ``schema`` and ``run_id`` by byte search (the
 layout only where those keys occur once, so a nested key of the same name cannot be mistaken for the
 top-level one). Anything else takes the slow path: parse, re-serialise canonically, hash, and say
 precisely what is wrong. Checking 1,000,000 records this way is measured by
-``bench/audit_verify.py``.
+``bench/audit_verify.py``. :func:`check_chain` is the same walk for lines a caller reads itself
+(``retryctl audit`` reads each line once, to fold it and to check it), and can take the links from
+the caller's own decoding of the lines instead of searching the bytes for them.
 
 What a chain proves: no record was edited, dropped, reordered, duplicated or inserted *between* the
 genesis and the last record. Cutting whole records off the end leaves a shorter valid chain; to catch
@@ -22,14 +24,16 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, Protocol
 
 from retryctl._paths import open_regular
 from retryctl.audit._canonical import (
     GENESIS_HASH,
+    HASH_PREFIX,
     HASH_RE,
+    HASH_SUFFIX_LEN,
     PREV_KEY,
     RUN_KEY,
     SCHEMA_KEY,
@@ -42,13 +46,22 @@ from retryctl.exceptions import LogIntegrityError
 if TYPE_CHECKING:
     from retryctl.audit._records import RepairRecord, SummaryRecord, VerdictRecord
 
-__all__ = ["VerifyReport", "read_records", "verify_log"]
+__all__ = [
+    "ChainScan",
+    "DecodedLinks",
+    "VerifyReport",
+    "check_chain",
+    "read_records",
+    "settled_size",
+    "verify_log",
+]
 
-_SUFFIX = b',"hash":"'
-_SUFFIX_LEN = len(_SUFFIX) + 64 + 3
+# The hash-last layout (``,"hash":"<64 hex>"}\n`` at the end of a line) is defined in ``_canonical``,
+# beside the writer's encoder; only its names are imported here.
 _PREV_Q = PREV_KEY + b'"'
 _QUOTE = ord('"')
 _SCHEMA_1 = SCHEMA_KEY + str(SCHEMA_VERSION).encode() + b","
+_EMPTY_RUN = RUN_KEY + b'""'
 _READ_BUFFER = 1 << 20
 _TORN = "torn tail: the last line has no newline (a write was cut short)"
 
@@ -119,7 +132,7 @@ def verify_log(path: str | os.PathLike[str], *, anchor: str | None = None) -> Ve
     """
     name = os.fspath(path)
     with _open_log(name) as f:
-        settled = _settled_size(f.fileno())
+        settled = settled_size(f.fileno())
         scan = _scan(f, anchor)
         if scan.torn and f.tell() - scan.torn >= settled:
             # The partial line began after the moment no writer was mid-line: an append in flight.
@@ -143,7 +156,7 @@ def verify_log(path: str | os.PathLike[str], *, anchor: str | None = None) -> Ve
     )
 
 
-def _settled_size(fd: int) -> int:
+def settled_size(fd: int) -> int:
     """The file size at a moment when no writer is mid-line (writers hold LOCK_EX per line)."""
     fcntl.flock(fd, fcntl.LOCK_SH)
     try:
@@ -152,16 +165,112 @@ def _settled_size(fd: int) -> int:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-class _Scan(NamedTuple):
+class ChainScan(NamedTuple):
+    """How far a walk along the chain got (:func:`check_chain`)."""
+
     problem: str | None
+    """The first problem, worded as :func:`verify_log` words it; ``None`` when every line linked."""
     records: int
+    """The index of the line after the last one that verified (the start index plus the lines verified)."""
     head: str
+    """The hash of the last line that verified (the hash the walk started after, if none did)."""
     runs: int
+    """How many distinct runs :attr:`run_keys` holds."""
     seen_anchor: bool
+    """Whether the anchor was met (always true without one)."""
     torn: int
     """Length of a last line without a newline (0 if none)."""
     run_keys: set[bytes]
     """The distinct runs, each as its JSON-encoded id."""
+
+
+class DecodedLinks(Protocol):
+    """The top-level fields of a line that a caller already decoded (for :func:`check_chain`)."""
+
+    @property
+    def prev_hash(self) -> object: ...
+    @property
+    def schema(self) -> object: ...
+    @property
+    def hash(self) -> object: ...
+    @property
+    def run_id(self) -> object:
+        """The run id, ``""`` when the line has none (an empty id is told apart by the bytes)."""
+        ...
+
+
+def check_chain(
+    lines: Iterable[bytes],
+    *,
+    after: str = GENESIS_HASH,
+    index: int = 0,
+    run_keys: set[bytes] | None = None,
+    decoded: Sequence[DecodedLinks | None] | None = None,
+) -> ChainScan:
+    """Walk the chain over ``lines`` (each with its newline) up to the first problem.
+
+    This is :func:`verify_log`'s own check, for a caller that reads the lines itself, or reads a log
+    in parts: ``after`` is the hash the first line must link to (its ``prev_hash``), ``index`` that
+    line's 0-based index in the log (a problem at index 0 is worded against the genesis hash), and
+    ``run_keys``, if given, is the set of runs seen so far, which the walk adds to. To go on where a
+    walk stopped without a problem, pass its :attr:`ChainScan.head`, :attr:`ChainScan.records` and
+    :attr:`ChainScan.run_keys`.
+
+    ``decoded``, one entry per line, gives the line's top-level fields when the caller has decoded
+    them anyway (``None`` for a line it could not): a line of the writer's hash-last layout is then
+    settled by its decoded links and the hash of its bytes, without searching the bytes for them,
+    and any other line by the exact walk, as without ``decoded``. ``retryctl audit`` checks a large
+    log this way, batch by batch, while it folds the same records (:mod:`retryctl.report._scan`).
+    """
+    if decoded is None:
+        return _scan(lines, None, expected_hash=after, start_index=index, run_keys=run_keys)
+    return _scan_decoded(lines, decoded, after, index, set() if run_keys is None else run_keys)
+
+
+def _scan_decoded(
+    lines: Iterable[bytes], decoded: Sequence[DecodedLinks | None], after: str, index: int, runs: set[bytes]
+) -> ChainScan:
+    """:func:`check_chain` with the lines' fields decoded by the caller: ``_scan``'s walk, a writer's
+    line settled by the hash of its bytes and its decoded links instead of byte searches."""
+    sha256 = hashlib.sha256
+    expected = after
+    last_run: object = None
+    for line, rec in zip(lines, decoded, strict=True):
+        if rec is not None:
+            cut = len(line) - HASH_SUFFIX_LEN
+            schema = rec.schema
+            if (
+                cut > 0
+                and rec.prev_hash == expected
+                and line.startswith(HASH_PREFIX, cut)
+                and line.endswith(b'"}\n')
+                and type(schema) is int
+                and schema == SCHEMA_VERSION
+            ):
+                computed = sha256(line[:cut] + b"}").hexdigest()
+                if rec.hash == computed:
+                    expected = computed
+                    index += 1
+                    run = rec.run_id
+                    if run != last_run and isinstance(run, str) and (run or _EMPTY_RUN in line):
+                        runs.add(_run_key(run))
+                        last_run = run
+                    continue
+        # Not settled by its fields (another layout, a damaged line...): the exact walk, for this line.
+        scan = _scan((line,), None, expected_hash=expected, start_index=index, run_keys=runs)
+        if scan.problem is not None:
+            return scan
+        expected = scan.head
+        index += 1
+        last_run = None
+    return ChainScan(None, index, expected, len(runs), True, 0, runs)
+
+
+def _run_key(run: str) -> bytes:
+    """A run id JSON-encoded, as the canonical line spells it (the key ``_scan`` keeps for it)."""
+    if run.isascii() and run.isprintable() and '"' not in run and "\\" not in run:
+        return b'"' + run.encode() + b'"'  # nothing to escape: what json.dumps writes, sooner
+    return json.dumps(run, ensure_ascii=False).encode()
 
 
 def _slow_link(line: bytes, expected: bytes, index: int) -> tuple[bytes, bytes | None] | str:
@@ -186,15 +295,12 @@ def _scan(
     expected_hash: str = GENESIS_HASH,
     start_index: int = 0,
     run_keys: set[bytes] | None = None,
-) -> _Scan:
-    """Walk the chain up to the first problem.
-
-    By default from the genesis; ``expected_hash``, ``start_index`` and ``run_keys`` resume a walk
-    in the middle of a log (the ``prev_hash`` the next line must carry, its 0-based index, the runs
-    seen so far), as :mod:`retryctl.report._split` does for the lines its fast check leaves over.
-    """
+) -> ChainScan:
+    """Walk the chain up to the first problem (see :func:`check_chain`; ``anchor`` as in
+    :func:`verify_log`)."""
     # Everything here is a local variable on purpose: this loop runs once per record.
     sha256 = hashlib.sha256
+    prefix_len = len(HASH_PREFIX)
     expected = expected_hash.encode()
     # A run is kept as its JSON-encoded id (quotes included), the same bytes on both paths.
     runs: set[bytes] = set() if run_keys is None else run_keys
@@ -209,10 +315,10 @@ def _scan(
         # links to the expected hash and is schema 1. Keys are sorted (prev_hash < run_id < schema)
         # and each occurs once in this layout, so the searches can start at prev_hash.
         fast = False
-        cut = len(line) - _SUFFIX_LEN
-        if cut > 0 and line.startswith(_SUFFIX, cut):
+        cut = len(line) - HASH_SUFFIX_LEN
+        if cut > 0 and line.startswith(HASH_PREFIX, cut):
             computed = sha256(line[:cut] + b"}").hexdigest().encode()
-            if line.startswith(computed, cut + 9) and line.endswith(b'"}\n'):
+            if line.startswith(computed, cut + prefix_len) and line.endswith(b'"}\n'):
                 at = line.find(_PREV_Q + expected + b'"', 0, cut)
                 if at >= 0 and line.find(_SCHEMA_1, at, cut) >= 0:
                     # Most records belong to the same run as the one before: one search settles it.
@@ -247,7 +353,7 @@ def _scan(
             seen_anchor = True
         expected = stored
         index += 1
-    return _Scan(problem, index, expected.decode(), len(runs), seen_anchor, torn, runs)
+    return ChainScan(problem, index, expected.decode(), len(runs), seen_anchor, torn, runs)
 
 
 def _tag(obj: object) -> str | None:
@@ -277,7 +383,7 @@ def read_records(
 
     name = os.fspath(path)
     with _open_log(name) as f:
-        settled = _settled_size(f.fileno())
+        settled = settled_size(f.fileno())
         offset = 0
         for index, line in enumerate(f):
 

@@ -41,6 +41,7 @@ from retryctl.audit._canonical import (
     SCHEMA_VERSION,
     encode_line,
     fast_line_hash,
+    hash_last,
     loads_strict,
     record_hash,
 )
@@ -130,6 +131,27 @@ class ChainSink:
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def msg_around_head(self, before: bytes, after: bytes) -> str:
+        """Append the record whose canonical bytes without ``hash`` are ``before + prev_hash +
+        after`` (``before`` ends inside the ``prev_hash`` string, ``after`` starts there); return its
+        hash. The caller vouches that the bytes are a validated record's canonical JSON and that the
+        hash may go last (see :func:`~retryctl.audit._canonical.encode_line`): what a
+        :class:`~retryctl.audit._fastbody.VerdictLine` makes. Locks, checks and writes as :meth:`msg`.
+        """
+        if self._pid != os.getpid() and self._fd >= 0:
+            self._after_fork()
+        with self._lock:
+            if self._fd < 0:
+                raise ValueError(f"decision log {self.path} is closed")
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                self._sync_tail()
+                line, digest = hash_last(before + self._head.encode() + after)
+                self._write_line(line, digest)
+                return digest
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
     def close(self) -> None:
         """Close the file. Idempotent."""
         with self._lock:
@@ -164,6 +186,11 @@ class ChainSink:
     def _append(self, record: dict[str, Any], *, validated: bool) -> dict[str, Any]:
         body = {**record, "prev_hash": self._head}
         line, digest = encode_line(body, validated=validated)
+        self._write_line(line, digest)
+        body["hash"] = digest
+        return body
+
+    def _write_line(self, line: bytes, digest: str) -> None:
         view = memoryview(line)
         start = self._size
         try:
@@ -178,8 +205,6 @@ class ChainSink:
             raise
         self._size += len(line)
         self._head = digest
-        body["hash"] = digest
-        return body
 
     def _undo(self, start: int) -> None:
         """After a failed write: cut what it left (the lock is still ours), and re-check next time."""

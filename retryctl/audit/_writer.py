@@ -21,9 +21,9 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import ConfigDict, JsonValue, TypeAdapter
@@ -38,12 +38,15 @@ from retryctl.audit._records import (
     verdict_fields,
 )
 from retryctl.audit._sink import ChainSink
+from retryctl.audit._verdict_line import VerdictLine, utc_now_iso
 from retryctl.controller import Clock, Verdict
 from retryctl.exceptions import ConfigError
 
 __all__ = ["DecisionLog"]
 
 _PIPELINE_KINDS = ("verdict", "summary")
+_LINES_KEPT = 64
+"""Verdicts a log keeps the encoded line of (:meth:`DecisionLog.append_verdict`)."""
 _EXTRA_KEYS: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(
     dict[str, JsonValue], config=ConfigDict(allow_inf_nan=False, title="record keys added by processors")
 )
@@ -123,10 +126,16 @@ class DecisionLog:
         self._stamp: TimeStamper | _ClockStamper = (
             TimeStamper(fmt="iso", utc=True, key="ts") if clock is None else _ClockStamper(clock)
         )
+        # The timestamp of a record written without the pipeline (and of a repair): the stamper's
+        # own text, read without a dict and a processor call when it is structlog's.
+        self._now: Callable[[], str] = utc_now_iso if clock is None else self._stamped_now
         self._sink = ChainSink(os.fspath(path), fsync=fsync, repair=repair, now=self._now)
         # With no processor of yours, nothing can change a verdict's body between the verdict and the
         # model check, so a body built and checked without pydantic may go straight to the sink.
         self._direct = not processors
+        # By verdict identity: the verdict (held, so its id is not reused) and its line once it has
+        # been seen twice (None before: a verdict logged once is not worth a line).
+        self._lines: dict[int, tuple[Verdict, VerdictLine | Literal[False] | None]] = {}
         chain: list[Processor] = [
             _add_schema,
             self._stamp,
@@ -193,6 +202,67 @@ class DecisionLog:
                     pass  # checked for, so not expected; nothing was written: the pipeline names it
         return self._emit("verdict", verdict_fields(verdict, **given))
 
+    def append_verdict(
+        self,
+        verdict: Verdict,
+        *,
+        run_id: str,
+        step_id: str,
+        attempt: int,
+        candidates_summary: Any,
+        latency_ms: float,
+        target: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Append one verdict record as :meth:`record_verdict` does (the same bytes, the same errors),
+        without handing the record back: what the drivers call for each verdict.
+
+        A verdict logged again (the attempt engine hands out the same verdict object for the same
+        plain outcome) is encoded once: its later records only fill in the call's fields
+        (:class:`~retryctl.audit._fastbody.VerdictLine`).
+        """
+        if self._direct:
+            line = self._line_of(verdict)
+            if line is not None:
+                parts = line.fill(
+                    self._now,
+                    run_id=run_id,
+                    step_id=step_id,
+                    attempt=attempt,
+                    candidates_summary=candidates_summary,
+                    latency_ms=latency_ms,
+                    target=target,
+                    extra=extra,
+                )
+                if parts is not None:
+                    self._sink.msg_around_head(*parts)
+                    return
+        self.record_verdict(
+            verdict,
+            run_id=run_id,
+            step_id=step_id,
+            attempt=attempt,
+            candidates_summary=candidates_summary,
+            latency_ms=latency_ms,
+            target=target,
+            extra=extra,
+        )
+
+    def _line_of(self, verdict: Verdict) -> VerdictLine | None:
+        held = self._lines.get(id(verdict))
+        if held is None or held[0] is not verdict:
+            if len(self._lines) >= _LINES_KEPT:
+                self._lines.clear()
+            self._lines[id(verdict)] = (verdict, None)
+            return None
+        line = held[1]
+        if line is None:
+            # Seen again: make its line (False: a verdict the fast path does not take, kept as such).
+            line = VerdictLine.of(verdict) or False
+            self._lines[id(verdict)] = (verdict, line)
+        # A verdict is frozen but its evidence holds dicts: one changed since is encoded afresh.
+        return line if line and line.matches(verdict) else None
+
     def record_summary(
         self,
         *,
@@ -254,6 +324,6 @@ class DecisionLog:
         result: dict[str, Any] = written
         return result
 
-    def _now(self) -> str:
+    def _stamped_now(self) -> str:
         stamped = self._stamp(None, "repair", {})
         return str(stamped["ts"])

@@ -7,8 +7,13 @@ results file.
 """
 
 from retryctl.batch._files import ResultsFile, ResultsState, Task, TaskFormatError, load_tasks, read_results
-from retryctl.batch._outcome import BatchBreaker, at_max_budget, error_line, result_line, summarise_results
-from retryctl.batch._runner import DEFAULT_GRAPH, BatchConfig, BatchOutcome, Invocable, load_graph, run_batch
+from retryctl.batch._loader import DEFAULT_GRAPH, Invocable, load_graph
+from retryctl.batch._outcome import (
+    BatchBreaker,
+    at_max_budget,
+    summarise_results,
+)
+from retryctl.batch._runner import BatchConfig, BatchOutcome, run_batch
 
 __all__ = [
     "DEFAULT_GRAPH",
@@ -21,11 +26,9 @@ __all__ = [
     "Task",
     "TaskFormatError",
     "at_max_budget",
-    "error_line",
     "load_graph",
     "load_tasks",
     "read_results",
-    "result_line",
     "run_batch",
     "summarise_results",
 ]

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from retryctl._answers import answers_agree
 from retryctl.batch._files import Task
 from retryctl.exceptions import RuntimeFailure
-from retryctl.report import answers_match
 
 __all__ = [
     "BatchBreaker",
@@ -117,7 +117,7 @@ def result_line(task: Task, state: Any, *, tries: int, elapsed_s: float) -> dict
         at_max_budget=at_max_budget(result),
     )
     if task.gold is not None:
-        line["correct"] = answer is not None and answers_match(str(answer), task.gold)
+        line["correct"] = answer is not None and answers_agree(str(answer), task.gold)
     return line
 
 

@@ -9,11 +9,9 @@ langgraph, langchain and requests for ``batch`` and ``demo``: it starts in ~0.15
 
 from __future__ import annotations
 
-import gc
 import importlib
-import os
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -31,6 +29,7 @@ _COMMANDS = {
     "batch": ("retryctl.cli._batch", "batch"),
     "demo": ("retryctl.cli._demo", "demo"),
     "doctor": ("retryctl.cli._doctor", "doctor"),
+    "serve": ("retryctl.cli._serve", "serve"),
 }
 
 
@@ -66,47 +65,13 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-# Commands whose process has nothing left to do after its output: it exits without freeing its heap,
-# as mypy does (`mypy.util.hard_exit`; see `_ending`). Freeing the few million objects of a
-# million-record audit takes a tenth of a second or more, and nothing in the audit waits for an exit
-# handler.
-_HARD_EXIT = frozenset({"audit"})
-
-
 def main() -> None:
     # The process is ours: warnings go to stderr one line each, stdout keeps only the output. (Not in
-    # `app`, which tests and embedders run inside processes whose logging is theirs.)
+    # `app`, which tests and embedders run inside processes whose logging is theirs.) For the same
+    # reason a command may end the process itself, without freeing its heap: OWN_PROCESS tells it so,
+    # and the command decides (`_ending`; `retryctl audit` does, after a large log).
     _stderr.install()
     args = sys.argv[1:]
     command = args[0] if args and args[0] in _COMMANDS else None
     app = _build([command] if command is not None else list(_COMMANDS))
-    if command not in _HARD_EXIT:
-        app()
-        return
-    # The collector stays off too: what the command builds is acyclic or lives until the exit, and a
-    # collection after a million-record pass would walk every object built during it (60 ms).
-    gc.disable()
-    _ending.HEAP = []
-    try:
-        app()
-        code: object = 0
-    except SystemExit as exc:  # typer (click) always ends this way; other exceptions go the usual way
-        code = exc.code
-    _hard_exit(code)
-
-
-def _hard_exit(code: object) -> NoReturn:
-    """Exit as ``SystemExit(code)`` would, output flushed, without freeing anything."""
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: the interpreter's own exit says 120
-            status = status or 120
-    os._exit(status)
+    app(obj=_ending.OWN_PROCESS)

@@ -12,17 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input
-from retryctl.bench import (
+from retryctl.controller.stopping import parse_stopping_rule
+from retryctl.exceptions import BankFormatError, ConfigError, UnknownPolicyError
+from retryctl.replay import (
     BUILTIN_BENCH_POLICIES,
+    code_bank,
     curve_for,
-    load_bank,
     make_orders,
     run_policies,
     strata_of,
     summary_row,
 )
-from retryctl.controller.stopping import parse_policy
-from retryctl.exceptions import BankFormatError, ConfigError, UnknownPolicyError
 
 __all__ = ["bench"]
 
@@ -113,13 +113,13 @@ def bench(
     names = list(policy) if policy else list(BUILTIN_BENCH_POLICIES)
     for name in names:
         try:
-            parse_policy(name)
+            parse_stopping_rule(name)
         except (UnknownPolicyError, ConfigError) as exc:
             _fail(f"--policy: {exc}")
     try:
         if bank.exists() and not bank.is_dir():
             check_input(bank, "BANK")  # a FIFO would hang the read, /dev/zero never end it
-        loaded = load_bank(bank)
+        loaded = code_bank(bank)
     except PathError as exc:
         _fail(str(exc))
     except FileNotFoundError:

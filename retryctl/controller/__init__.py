@@ -1,19 +1,30 @@
 """The pure decision core: signals, stopping rules, budgets, breakers, error classes and ``decide``.
 
-Nothing in this package imports LangGraph or openai; every decision is a function of plain data.
+Nothing in this package imports LangGraph, openai or any I/O module (files, sockets, databases, thread
+pools: those are in :mod:`retryctl.runtime`); every decision is a function of plain data.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from retryctl._answers import (
+    AnswerEquivalence,
+    EquivalenceLike,
+    answers_agree,
+    as_equivalence,
+    default_equivalence,
+    extract_answer_is,
+    extract_boxed,
+    extract_last_line,
+    extract_last_number,
+    normalise_number,
+    normalise_text,
+)
 from retryctl.controller._breaker import Breaker, BreakerConfig
 from retryctl.controller._breaker_store import (
     BreakerRecord,
     BreakerState,
     BreakerStore,
     MemoryBreakerStore,
-    SQLiteBreakerStore,
 )
 from retryctl.controller._budget import LIMIT_NAMES, Budget, Usage
 from retryctl.controller._clock import Clock, ManualClock
@@ -31,18 +42,6 @@ from retryctl.controller._engine import (
     Sleep,
     run_check,
 )
-from retryctl.controller._equivalence import (
-    AnswerEquivalence,
-    EquivalenceLike,
-    as_equivalence,
-    default_equivalence,
-    extract_answer_is,
-    extract_boxed,
-    extract_last_line,
-    extract_last_number,
-    normalise_number,
-    normalise_text,
-)
 from retryctl.controller._errors import Classification, ErrorClass, classify, parse_retry_after
 from retryctl.controller._ledger import Exhaustion, Ledger, LedgerSnapshot, Reservation, StepLedger
 from retryctl.controller._policy import EscalationStep, Policy
@@ -53,11 +52,8 @@ from retryctl.controller._signals import (
     Signal,
     ValidatorResult,
     agreement,
-    averify,
     fuse,
     token_confidence,
-    validators_signal,
-    verify,
     weakest_span,
 )
 from retryctl.controller._verdict import Action, Evidence, Verdict
@@ -76,12 +72,9 @@ from retryctl.controller.stopping import (
     Tally,
     ThresholdRule,
     as_rule,
-    default_policy,
-    parse_policy,
+    default_stopping_rule,
+    parse_stopping_rule,
 )
-
-if TYPE_CHECKING:
-    from retryctl.controller._breaker_store_redis import RedisBreakerStore
 
 __all__ = [
     "LIMIT_NAMES",
@@ -123,10 +116,8 @@ __all__ = [
     "Policy",
     "PredictiveMajority",
     "PriceTable",
-    "RedisBreakerStore",
     "Request",
     "Reservation",
-    "SQLiteBreakerStore",
     "Signal",
     "Sleep",
     "StepLedger",
@@ -142,13 +133,13 @@ __all__ = [
     "ValidatorResult",
     "Verdict",
     "agreement",
+    "answers_agree",
     "as_equivalence",
     "as_rule",
-    "averify",
     "classify",
     "decide",
     "default_equivalence",
-    "default_policy",
+    "default_stopping_rule",
     "extract_answer_is",
     "extract_boxed",
     "extract_last_line",
@@ -156,23 +147,11 @@ __all__ = [
     "fuse",
     "normalise_number",
     "normalise_text",
-    "parse_policy",
     "parse_reply",
     "parse_retry_after",
+    "parse_stopping_rule",
     "reply_verdict",
     "run_check",
     "token_confidence",
-    "validators_signal",
-    "verify",
     "weakest_span",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # RedisBreakerStore needs the optional redis package: import it on first use, so that
-    # `import retryctl` works without it and the error names the extra to install.
-    if name == "RedisBreakerStore":
-        from retryctl.controller._breaker_store_redis import RedisBreakerStore
-
-        return RedisBreakerStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

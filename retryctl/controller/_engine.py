@@ -129,6 +129,10 @@ def evolve(state: AttemptState, **changes: Any) -> AttemptState:
     return new
 
 
+_FRESH = AttemptState(group=("-",), target="-")
+"""The counters of a state that has not started (:meth:`AttemptEngine.start` sets the rest)."""
+
+
 # -- requests: what the driver does next ----------------------------------------------------------
 
 
@@ -200,21 +204,30 @@ class AttemptEngine:
     refine_in_place: bool = True
     interactive: bool = True
     grant: Mapping[str, float] = field(default_factory=dict)
+    _verdicts: dict[tuple[Any, ...], Verdict] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Verdicts of plain outcomes already judged (see :meth:`judge`)."""
 
     # -- starting ---------------------------------------------------------------------------------
 
-    def start(self, group: Sequence[str], target: str | None = None) -> tuple[AttemptState, Act]:
+    def start(
+        self, group: Sequence[str], target: str | None = None, *, refines: int = 0
+    ) -> tuple[AttemptState, Act]:
         """The state of a fresh step or call on ``group`` (from ``target``, or its first member), and
-        its first attempt."""
+        its first attempt. ``refines``: refine rounds already spent (a tool's error messages earlier
+        in the turn)."""
         if not group:
             raise ValueError("an attempt needs a group of at least one member")
-        state = AttemptState(group=tuple(group), target=target or group[0])
+        state = evolve(_FRESH, group=tuple(group), target=target or group[0], refines=refines)
         return self._act(state)
 
     @staticmethod
     def _act(state: AttemptState) -> tuple[AttemptState, Act]:
         state = evolve(state, attempt=state.attempt + 1)
-        return state, Act(target=state.target, attempt=state.attempt, feedback=state.feedback)
+        act = object.__new__(Act)  # as evolve builds a state: a frozen dataclass's __init__ is slow
+        act.__dict__.update(target=state.target, attempt=state.attempt, feedback=state.feedback)
+        return state, act
 
     # -- judging ----------------------------------------------------------------------------------
 
@@ -233,8 +246,25 @@ class AttemptEngine:
         )
 
     def judge(self, state: AttemptState, **outcome: Any) -> Verdict:
-        """The verdict on the current attempt (:func:`~retryctl.controller.decide` on :meth:`observe`)."""
-        return decide(self.observe(state, **outcome), self.policy)
+        """The verdict on the current attempt (:func:`~retryctl.controller.decide` on :meth:`observe`).
+
+        ``decide`` is pure, so the verdict on a plain outcome (only validator results: no error, no
+        exhaustion, no budget figures, breakers or notes; a tool call's usual success without a ledger)
+        is kept and handed out again for the same outcome in the same state, the same frozen object.
+        """
+        key = _plain_key(state, outcome)
+        if key is not None:
+            known = self._verdicts.get(key)
+            if known is not None:
+                return known
+            if "validators" in outcome:
+                outcome["validators"] = key[-1]  # the results as read: an iterator is read once
+        verdict = decide(self.observe(state, **outcome), self.policy)
+        if key is not None:
+            if len(self._verdicts) >= _VERDICTS_KEPT:
+                self._verdicts.clear()  # rare: outcomes that vary (a validator's evidence) start over
+            self._verdicts[key] = verdict
+        return verdict
 
     # -- moving on --------------------------------------------------------------------------------
 
@@ -303,6 +333,44 @@ class AttemptEngine:
         count asked for in part granted whole."""
         amounts = {**self.grant, **budget}
         return {n: float(math.ceil(v)) if n in COUNT_NAMES else float(v) for n, v in amounts.items()}
+
+
+_VERDICTS_KEPT = 256
+_PLAIN_EMPTY = frozenset({"budget_used", "budget_limit", "breakers", "notes"})
+_PLAIN_NONE = frozenset({"error", "exhausted"})
+
+
+def _plain_key(state: AttemptState, outcome: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The key of a plain outcome for :meth:`AttemptEngine.judge`'s cache: every field of the
+    observation it makes (the state's target, alternatives and counters, and the validator results),
+    or ``None`` when the outcome holds anything else (a tally, signals, an error, budget figures...)."""
+    validators: tuple[ValidatorResult, ...] = ()
+    for name, value in outcome.items():
+        if name == "validators":
+            validators = tuple(value)
+            for v in validators:
+                if not (
+                    type(v) is ValidatorResult
+                    and type(v.name) is str
+                    and type(v.passed) is bool
+                    and type(v.evidence) is str
+                ):
+                    return None  # a subclass or odd field types may compare or hash otherwise
+        elif name in _PLAIN_EMPTY:
+            if value:
+                return None
+        elif name not in _PLAIN_NONE or value is not None:
+            return None
+    return (
+        state.target,
+        state.group,
+        state.tried,
+        state.attempt,
+        state.retries,
+        state.refines,
+        state.switches,
+        validators,
+    )
 
 
 def run_check(check: Callable[..., ValidatorResult | bool], *args: Any) -> ValidatorResult:

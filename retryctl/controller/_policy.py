@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from retryctl.controller._signals import DEFAULT_WEIGHTS
-from retryctl.controller.stopping import KNOWN_POLICIES, RuleLike, StopRule, as_rule, parse_policy
+from retryctl.controller.stopping import KNOWN_POLICIES, RuleLike, StopRule, as_rule, parse_stopping_rule
 
 __all__ = ["EscalationStep", "Policy"]
 
@@ -60,7 +60,7 @@ class Policy(BaseModel):
         # Held as a name or a StopRule (a plain callable is wrapped here, once), so that the rule's
         # name is what records print and ``stopping_rule`` hands out the same object every time.
         if isinstance(value, str):
-            parse_policy(value)  # raises UnknownPolicyError (a ValueError) naming the known rules
+            parse_stopping_rule(value)  # raises UnknownPolicyError (a ValueError) naming the known rules
             return value
         if isinstance(value, StopRule):
             return value
@@ -81,14 +81,14 @@ class Policy(BaseModel):
     @field_serializer("stopping", when_used="json")
     def _stopping_as_name(self, value: str | RuleLike) -> str:
         # JSON has no rule objects: a rule is written as its name (e.g. "(sc-8 | esc-4)"), which
-        # tells a reader what ran but is not a name ``parse_policy`` reads back.
+        # tells a reader what ran but is not a name ``parse_stopping_rule`` reads back.
         return value if isinstance(value, str) else str(getattr(value, "name", value))
 
     def stopping_rule(self) -> StopRule:
         """The stopping rule: built fresh from a name, or the rule object itself (rules keep no state
         between calls, so steps may share one)."""
         if isinstance(self.stopping, str):
-            return parse_policy(self.stopping).build()
+            return parse_stopping_rule(self.stopping).build()
         rule = self.stopping
         assert isinstance(rule, StopRule)  # ``_stopping_is_a_rule`` wrapped any other callable
         return rule

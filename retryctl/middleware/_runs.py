@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
@@ -171,19 +170,12 @@ class RunBook:
             spend = run.spend().merged(self._journaled(run.id))
             self.journal.put(journal_key(run.id), dict(spend.record(run.id)))
 
-    @contextmanager
-    def saved_at_interrupt(self, run: Run) -> Iterator[None]:
-        """Around a hook's work: :meth:`save` the run if an interrupt (``GraphBubbleUp``) leaves it,
-        or if another call of the run was interrupted since its last model call (parallel tool calls
-        are tasks of one step: those that end after the question are kept by the checkpoint, and
-        their spend must be kept too)."""
-        try:
-            yield
-        except GraphBubbleUp:
-            self.save(run)
-            raise
-        if run.paused:
-            self.save(run)
+    def saved_at_interrupt(self, run: Run) -> _SavedAtInterrupt:
+        """Around a hook's work (a context manager): :meth:`save` the run if an interrupt
+        (``GraphBubbleUp``) leaves it, or if another call of the run was interrupted since its last
+        model call (parallel tool calls are tasks of one step: those that end after the question are
+        kept by the checkpoint, and their spend must be kept too)."""
+        return _SavedAtInterrupt(self, run)
 
     def _journaled(self, run: str) -> Spend | None:
         if self.journal is None:
@@ -198,3 +190,22 @@ class RunBook:
             if held is not None:
                 self._runs.move_to_end(run)
             return held
+
+
+class _SavedAtInterrupt:
+    """:meth:`RunBook.saved_at_interrupt`'s context (a class, not a generator: it wraps every hook)."""
+
+    __slots__ = ("_book", "_run")
+
+    def __init__(self, book: RunBook, run: Run) -> None:
+        self._book = book
+        self._run = run
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        # Saved when an interrupt leaves the hook, or when it ends while the run is paused; not when
+        # another error leaves it.
+        if (kind is None and self._run.paused) or (kind is not None and issubclass(kind, GraphBubbleUp)):
+            self._book.save(self._run)

@@ -6,7 +6,11 @@ Every backend answers ``await backend.sample(messages, params, k=k) -> list[Cand
 can help.
 """
 
-from retryctl.models._base import BackendBase, LoopThread, ModelBackend, sample_blocking
+from retryctl.models._base import (
+    BackendBase,
+    ModelBackend,
+    sample_blocking,
+)
 from retryctl.models._build_check import BuildCheck, check_embedded_build
 from retryctl.models._constraints import ConstraintPolicy
 from retryctl.models._embedded import EmbeddedBackend
@@ -30,13 +34,7 @@ from retryctl.models._local import find_smollm2_gguf
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
 from retryctl.models._openai import NMode, OpenAIBackend
 from retryctl.models._openai_caps import CapabilityRegistry, ServerCapabilities
-from retryctl.models._replay import (
-    BankQuestion,
-    RecordedSample,
-    ReplayBackend,
-    load_bank,
-    random_order,
-)
+from retryctl.models._replay import ReplayBackend, random_order
 from retryctl.models._retry import RetrySettings
 from retryctl.models._scripted import ScriptedBackend, ScriptedCall, ScriptItem
 from retryctl.models._types import (
@@ -54,7 +52,6 @@ __all__ = [
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
-    "BankQuestion",
     "BuildCheck",
     "Candidate",
     "CapabilityRegistry",
@@ -62,7 +59,6 @@ __all__ = [
     "ConstraintPolicy",
     "EmbeddedBackend",
     "LangChainBackend",
-    "LoopThread",
     "MalformedResponse",
     "Message",
     "MessagesLike",
@@ -70,7 +66,6 @@ __all__ = [
     "NMode",
     "OpenAIBackend",
     "ParamsToKwargs",
-    "RecordedSample",
     "ReplayBackend",
     "ReplayExhausted",
     "RetrySettings",
@@ -88,7 +83,6 @@ __all__ = [
     "Usage",
     "check_embedded_build",
     "find_smollm2_gguf",
-    "load_bank",
     "normalise_messages",
     "openai_style_kwargs",
     "random_order",

@@ -27,7 +27,7 @@ from retryctl.models._errors import (
 from retryctl.models._openai_caps import unsupported_parameter
 from retryctl.models._types import Candidate, TokenLogprob, ToolCall, Usage
 
-__all__ = ["parse_completion", "parse_retry_after", "split_usage", "translate_error"]
+__all__ = ["parse_completion", "parse_retry_after", "split_usage", "status_error", "translate_error"]
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 
@@ -133,14 +133,22 @@ def translate_error(exc: Exception, *, backend: str, sent: Collection[str] = ())
                 parameter=refused,
                 status_code=status,
             )
-        if status in _TRANSIENT_STATUS or status >= 500:
-            return TransientBackendError(
-                message, backend=backend, status_code=status, retry_after_s=retry_after
-            )
-        return TerminalBackendError(message, backend=backend, status_code=status, retry_after_s=retry_after)
+        return status_error(status, message, backend=backend, retry_after_s=retry_after)
     if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
         return MalformedResponse(f"unreadable response: {exc}", backend=backend)
     return TerminalBackendError(f"{type(exc).__name__}: {exc}", backend=backend)
+
+
+def status_error(
+    status: int, message: str, *, backend: str, retry_after_s: float | None = None
+) -> TransientBackendError | TerminalBackendError:
+    """The error of an HTTP ``status`` from a model server: transient (worth a retry) for 408, 409, 425,
+    429 and every 5xx, terminal for any other status."""
+    if status in _TRANSIENT_STATUS or status >= 500:
+        return TransientBackendError(
+            message, backend=backend, status_code=status, retry_after_s=retry_after_s
+        )
+    return TerminalBackendError(message, backend=backend, status_code=status, retry_after_s=retry_after_s)
 
 
 def _body_text(exc: openai.APIStatusError) -> str:

@@ -20,7 +20,7 @@ from retryctl.models._errors import ReplayExhausted
 from retryctl.models._messages import MessagesLike, normalise_messages
 from retryctl.models._types import Candidate, SamplingParams, TokenLogprob
 
-__all__ = ["BankQuestion", "RecordedSample", "ReplayBackend", "load_bank", "random_order"]
+__all__ = ["ReplayBackend", "random_order"]
 
 
 def random_order(question: BankQuestion, rng: random.Random) -> list[int]:

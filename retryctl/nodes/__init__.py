@@ -8,7 +8,9 @@ decision log, when one is given, and emitted on the custom stream (``stream_mode
 
 from __future__ import annotations
 
-from retryctl.nodes._backoff import WaitRetryAfter, backoff_seconds
+from retryctl.nodes._backoff import (
+    WaitRetryAfter,
+)
 from retryctl.nodes._events import REPLY_EVENT, VERDICT_EVENT, Emitter
 from retryctl.nodes._interrupt import ASK_EVENT, UserReply, parse_reply
 from retryctl.nodes._journal import MemoryToolJournal, SQLiteToolJournal, ToolJournal
@@ -21,13 +23,17 @@ from retryctl.nodes._state import (
     StepOutput,
     StepResult,
     StepState,
-    VerdictRecord,
+    StepVerdict,
 )
 from retryctl.nodes._step import ControlledStep
 from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
 from retryctl.nodes._tool_node import ControlledToolNode
 from retryctl.nodes._tool_outcome import verdict_of
-from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, ToolResult, is_idempotent
+from retryctl.nodes._tool_state import (
+    ArgsAdapter,
+    ResultValidator,
+    ToolResult,
+)
 
 __all__ = [
     "ASK_EVENT",
@@ -49,13 +55,11 @@ __all__ = [
     "StepOutput",
     "StepResult",
     "StepState",
+    "StepVerdict",
     "ToolJournal",
     "ToolResult",
     "UserReply",
-    "VerdictRecord",
     "WaitRetryAfter",
-    "backoff_seconds",
-    "is_idempotent",
     "parse_reply",
     "sqlite_checkpointer",
     "verdict_of",

@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 import random
 import threading
-import uuid
 from collections import OrderedDict
 from typing import Any
 
-from langgraph.config import get_config, get_stream_writer
+from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.config import get_stream_writer
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
@@ -41,12 +41,19 @@ _IDS = random.Random(os.urandom(32))
 os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))  # a forked child draws its own
 
 
+_V4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_V4_SET = (0x8000 << 48) | (4 << 76)
+"""The variant and version bits ``uuid.UUID(int=..., version=4)`` sets."""
+
+
 def new_run_id() -> str:
     """A random (version 4) UUID as text. Drawn from a seeded generator, not ``uuid.uuid4()``: that
     reads the kernel's random source once per id, a system call on every logged run of one step
     (about a third of a record's cost in ``bench/controller_overhead.py``). A run id needs to be
-    unique, not secret."""
-    return str(uuid.UUID(int=_IDS.getrandbits(128), version=4))
+    unique, not secret. The text is ``str(uuid.UUID(int=bits, version=4))``'s, made without the
+    ``UUID`` object (its checks cost more than the id)."""
+    h = "%032x" % (_IDS.getrandbits(128) & _V4_CLEAR | _V4_SET)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def run_id_from_config() -> str:
@@ -60,9 +67,9 @@ def run_id_from_config() -> str:
     3. ``configurable["thread_id"]``;
     4. an id drawn once per invocation (one ``invoke``/``stream`` call, subgraphs included).
     """
-    try:
-        config = get_config()
-    except RuntimeError:  # called outside a runnable (a node's function called on its own)
+    # What langgraph.config.get_config() reads, without its check for Pythons before 3.11.
+    config = var_child_runnable_config.get()
+    if not config:  # called outside a runnable (a node's function called on its own)
         return new_run_id()
     configurable = config.get("configurable") or {}
     if configurable.get("run_id"):
@@ -86,6 +93,9 @@ def _invocation_id(control: object) -> str:
     # RunControl takes no attributes and no weak references: its id is drawn here, by identity. The
     # entry holds the object, so its id() cannot be reused by a later run while the entry lives; only
     # a run still going after the next 1024 have started would draw a second id.
+    held = _INVOCATIONS.get(id(control))  # a hit needs no lock: an entry is written whole
+    if held is not None and held[0] is control:
+        return held[1]
     with _INVOCATIONS_LOCK:
         held = _INVOCATIONS.get(id(control))
         if held is not None and held[0] is control:
@@ -135,7 +145,7 @@ class Emitter:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         if self.log is not None:
-            self.log.record_verdict(
+            self.log.append_verdict(
                 verdict,
                 run_id=run_id,
                 step_id=step_id,

@@ -19,7 +19,7 @@ __all__ = [
     "StepOutput",
     "StepResult",
     "StepState",
-    "VerdictRecord",
+    "StepVerdict",
     "append_or_reset",
 ]
 
@@ -43,7 +43,7 @@ class CandidateRecord(TypedDict):
     """The seed it was drawn with."""
 
 
-class VerdictRecord(TypedDict):
+class StepVerdict(TypedDict):
     """One verdict of the step with where it happened: the verdict dump plus attempt and target."""
 
     attempt: int
@@ -128,9 +128,7 @@ class ControlState(TypedDict, total=False):
     """Why the step stops when it was not a verdict's reason (the user chose to stop)."""
 
 
-def append_or_reset(
-    left: list[VerdictRecord] | None, right: list[VerdictRecord] | None
-) -> list[VerdictRecord]:
+def append_or_reset(left: list[StepVerdict] | None, right: list[StepVerdict] | None) -> list[StepVerdict]:
     """The verdict history's reducer: append, or start over when a new step run writes ``None``."""
     if right is None:
         return []
@@ -150,7 +148,7 @@ class StepOutput(TypedDict, total=False):
     """The conversation with the accepted answer appended as an AI message."""
     result: StepResult | None
     """How the step ended."""
-    verdicts: Annotated[list[VerdictRecord], append_or_reset]
+    verdicts: Annotated[list[StepVerdict], append_or_reset]
     """Every verdict of the step, in order."""
 
 
@@ -161,7 +159,7 @@ class StepState(TypedDict, total=False):
     """Inputs: the conversation the step answers."""
     candidates: list[CandidateRecord]
     """The candidates of the current attempt."""
-    verdicts: Annotated[list[VerdictRecord], append_or_reset]
+    verdicts: Annotated[list[StepVerdict], append_or_reset]
     """Verdict history of the current run of the step."""
     usage: dict[str, float]
     """Ledger usage of the step so far, by limit name."""

@@ -34,7 +34,6 @@ from retryctl.controller import (
     ValidatorResult,
     classify,
     default_equivalence,
-    verify,
 )
 from retryctl.controller._breaker import counts_against
 from retryctl.controller._clock import ShiftedClock, monotonic
@@ -71,9 +70,10 @@ from retryctl.nodes._state import (
     StepInput,
     StepOutput,
     StepState,
-    VerdictRecord,
+    StepVerdict,
 )
 from retryctl.nodes._step_routes import StepRoutes
+from retryctl.runtime import verify
 
 __all__ = ["ControlledStep"]
 
@@ -380,5 +380,5 @@ class ControlledStep(StepRoutes):
         )
         dumped = verdict.model_dump(mode="json")
         control["last_verdict"] = dumped
-        record = VerdictRecord(attempt=attempt.attempt, target=target, verdict=dumped)
+        record = StepVerdict(attempt=attempt.attempt, target=target, verdict=dumped)
         return Command(update={"verdicts": [record], "control": control}, goto=verdict.action.value)

@@ -32,7 +32,7 @@ from retryctl.models._messages import normalise_messages
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
-from retryctl.nodes._state import ControlState, StepResult, StepState, VerdictRecord
+from retryctl.nodes._state import ControlState, StepResult, StepState, StepVerdict
 
 __all__ = ["StepRoutes"]
 
@@ -176,7 +176,7 @@ class StepRoutes:
         )
         dumped = decided.model_dump(mode="json")
         control["last_verdict"] = dumped
-        history = [VerdictRecord(attempt=attempt, target=target, verdict=dumped)]
+        history = [StepVerdict(attempt=attempt, target=target, verdict=dumped)]
         if isinstance(request, Extend):
             extra = dict(control.get("extra_budget", {}))
             for name, amount in request.amounts.items():

@@ -19,8 +19,7 @@ So one question is pending at a time (a plain ``Command(resume=reply)`` answers 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,15 +97,10 @@ class AskRound:
             if self._still_waiting(call, asks):
                 self._take(call, asks, raw)
 
-    @contextmanager
-    def attempt(self) -> Iterator[None]:
-        """One pass over the step's calls: they see this round while it lasts."""
+    def attempt(self) -> _Pass:
+        """One pass over the step's calls (a context manager): they see this round while it lasts."""
         self.waiting = {}
-        token = _ROUND.set(self)
-        try:
-            yield
-        finally:
-            _ROUND.reset(token)
+        return _Pass(self)
 
     def ask(self) -> None:
         """Put the first waiting call's question until it has a reply that parses (a bad reply puts it
@@ -146,6 +140,21 @@ class AskRound:
         key = call_key(self.config, call)
         record = self.journal.get(key) if key else None
         return record is not None and record.get("phase") == "ask" and int(record.get("asks", 1)) == asks
+
+
+class _Pass:
+    """:meth:`AskRound.attempt`'s context (a class: it runs on every node pass)."""
+
+    __slots__ = ("_round", "_token")
+
+    def __init__(self, round_: AskRound) -> None:
+        self._round = round_
+
+    def __enter__(self) -> None:
+        self._token = _ROUND.set(self._round)
+
+    def __exit__(self, *_: object) -> None:
+        _ROUND.reset(self._token)
 
 
 def reply_to(call: str, asks: int, payload: dict[str, Any]) -> UserReply | None:

@@ -47,6 +47,8 @@ from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, 
 __all__ = ["ToolCallController"]
 
 _ONE_ATTEMPT = Usage(attempts=1)
+_SUCCEEDED = (ValidatorResult("call_succeeded", True),)
+"""The built-in check of a result: the call returned one (frozen, so one for every call)."""
 
 
 class _Refused(Exception):
@@ -125,9 +127,8 @@ class ToolCallController(ToolOutcomes):
             done: ToolResult = load_result(record["result"])
             return done
         name = str(call["name"])
-        group = list(self.groups.get(name, [name]))
-        flow, _ = self.engine.start(group, target=name)
-        flow = evolve(flow, refines=self._refines_so_far(request.state, name))
+        group = self.groups.get(name) or (name,)
+        flow, _ = self.engine.start(group, target=name, refines=self._refines_so_far(request.state, name))
         st = CallState(call=call, journal_key=key, flow=flow, requested=request.tool)
         if record is not None and record.get("phase") == "ask":
             st.flow = evolve(
@@ -153,7 +154,7 @@ class ToolCallController(ToolOutcomes):
         else:  # a Pydantic model or a dataclass as the graph's state
             messages = getattr(state, self.messages_key, [])
         count = 0
-        for message in reversed(list(messages or [])):
+        for message in reversed(messages) if isinstance(messages, list) else reversed(list(messages or [])):
             if isinstance(message, HumanMessage):
                 break
             if isinstance(message, ToolMessage) and message.name == name:
@@ -174,19 +175,23 @@ class ToolCallController(ToolOutcomes):
         by :meth:`on_failure` like any failure. (The engine numbered the attempt when it moved on.)"""
         st.started = self.clock()
         tool = self._tool(st)
-        if not is_idempotent(tool) and st.journal_key:
-            done = self.journal.get(f"{st.journal_key}/result/{st.target}")
+        target = st.flow.target
+        if st.journal_key and not is_idempotent(tool):
+            done = self.journal.get(f"{st.journal_key}/result/{target}")
             if done is not None:
                 return load_result(done["result"]), None
-        args = dict(st.call.get("args") or {})
-        if st.target == st.call["name"] and request.tool is tool:
-            prepared = request  # the request as it came: nothing to override
-        else:
-            if st.target in self.adapters:
-                args = self.adapters[st.target](args)
-            call = ToolCall(name=st.target, args=args, id=st.call.get("id"), type="tool_call")
-            prepared = request.override(tool=tool, tool_call=call)
         guarded = self.breaker is not None or self.ledger is not None
+        if target == st.call["name"] and request.tool is tool:
+            prepared = request  # the request as it came: nothing to override
+            if not guarded:
+                return prepared, None  # nothing to check the call against
+            args = dict(st.call.get("args") or {})
+        else:
+            args = dict(st.call.get("args") or {})
+            if target in self.adapters:
+                args = self.adapters[target](args)
+            call = ToolCall(name=target, args=args, id=st.call.get("id"), type="tool_call")
+            prepared = request.override(tool=tool, tool_call=call)
         schema = tool.tool_call_schema if guarded else None  # a property that builds the schema
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             try:
@@ -211,9 +216,10 @@ class ToolCallController(ToolOutcomes):
         return prepared, reservation
 
     def _tool(self, st: CallState) -> BaseTool:
-        if st.target == st.call["name"] and st.requested is not None:
+        target = st.flow.target
+        if st.requested is not None and target == st.call["name"]:
             return st.requested
-        return self.tools[st.target]
+        return self.tools[target]
 
     def settle(self, st: CallState, reservation: Reservation | None, result: ToolResult) -> ToolResult:
         """Account for a finished call; a tool that reported an error raises it into the retry loop."""
@@ -226,7 +232,7 @@ class ToolCallController(ToolOutcomes):
         if self.breaker is not None:
             self._note(st, self.breaker.report(st.target, failed=False))
         if st.journal_key and not is_idempotent(self._tool(st)):
-            self.journal.put(f"{st.journal_key}/result/{st.target}", {"result": dump_result(result)})
+            self.journal.put(f"{st.journal_key}/result/{st.flow.target}", {"result": dump_result(result)})
         return result
 
     # -- verdicts ------------------------------------------------------------------------------------
@@ -239,28 +245,23 @@ class ToolCallController(ToolOutcomes):
         exhausted: Exhaustion | None = None,
         validators: Sequence[ValidatorResult] = (),
     ) -> Verdict:
-        snapshot = self.ledger.snapshot() if self.ledger is not None else None
-        breakers: dict[str, str] = {}
+        outcome: dict[str, Any] = {"validators": validators, "error": error, "exhausted": exhausted}
+        if self.ledger is not None:
+            snapshot = self.ledger.snapshot()
+            outcome["budget_used"], outcome["budget_limit"] = snapshot.used, snapshot.limit
         if self.breaker is not None:
-            breakers, unknown = self.breaker.snapshot()
+            outcome["breakers"], unknown = self.breaker.snapshot()
             self._note(st, unknown)
-        notes, st.notes = st.notes, []
-        verdict = self.engine.judge(
-            st.flow,
-            validators=validators,
-            error=error,
-            budget_used=snapshot.used if snapshot else {},
-            budget_limit=snapshot.limit if snapshot else {},
-            exhausted=exhausted,
-            breakers=breakers,
-            notes=notes,
-        )
+        if st.notes:
+            outcome["notes"], st.notes = st.notes, []
+        verdict = self.engine.judge(st.flow, **outcome)
+        flow = st.flow
         self.emitter.verdict(
             verdict,
             step_id=st.step_id,
-            attempt=st.attempt,
-            target=st.target,
-            candidates_summary={"tool": st.target, "args": st.call.get("args")},
+            attempt=flow.attempt,
+            target=flow.target,
+            candidates_summary={"tool": flow.target, "args": st.call.get("args")},
             latency_ms=0.0 if st.started is None else (self.clock() - st.started) * 1000.0,
         )
         return verdict
@@ -288,10 +289,14 @@ class ToolCallController(ToolOutcomes):
     def on_success(self, st: CallState, result: ToolResult) -> Verdict:
         """The verdict on a result: the built-in ``call_succeeded`` check plus the tool's validators."""
         st.result, st.error = result, None
-        st.content = _content_text(result) if isinstance(result, ToolMessage) else None
-        checks = [ValidatorResult("call_succeeded", True)]
         if isinstance(result, ToolMessage):
-            args = dict(st.call.get("args") or {})
-            for validator in self.validators.get(st.target, ()):
-                checks.append(run_check(validator, st.content or "", args))
+            content = result.content
+            st.content = content if isinstance(content, str) else result.text
+        else:
+            st.content = None
+        validators = self.validators.get(st.flow.target)
+        if not validators or st.content is None:
+            return self._decide(st, validators=_SUCCEEDED)
+        args = dict(st.call.get("args") or {})
+        checks = [_SUCCEEDED[0], *(run_check(v, st.content or "", args) for v in validators)]
         return self._decide(st, validators=checks)

@@ -200,10 +200,9 @@ class ControlledToolCalls:
         st = self.controller.begin(request)
         if not isinstance(st, CallState):
             return st
-        pending = _pending(st)
         step: ToolResult | Act | Sleep | None = None
-        if pending is not None:
-            step = self.controller.ask(st, pending)
+        if st.pending_ask is not None:
+            step = self.controller.ask(st, _pending(st))
         while True:
             if isinstance(step, Sleep):
                 self.sleep(step.seconds)
@@ -240,10 +239,9 @@ class ControlledToolCalls:
         st = self.controller.begin(request)
         if not isinstance(st, CallState):
             return st
-        pending = _pending(st)
         step: ToolResult | Act | Sleep | None = None
-        if pending is not None:
-            step = self.controller.ask(st, pending)
+        if st.pending_ask is not None:
+            step = self.controller.ask(st, _pending(st))
         while True:
             if isinstance(step, Sleep):
                 async with yielded_turn():  # a batch's other tasks run while this call waits
@@ -276,12 +274,13 @@ class ControlledToolCalls:
 
 def _deferred(log: DecisionLog | None) -> DecisionLog | None:
     # Inside a node pass its records wait for the pass to end (see _tool_defer); Emitter calls only
-    # record_verdict, which DeferredLog has.
+    # append_verdict, which DeferredLog has.
     return None if log is None else cast("DecisionLog", DeferredLog(log))
 
 
-def _pending(st: CallState) -> Verdict | None:
+def _pending(st: CallState) -> Verdict:
     verdict, st.pending_ask = st.pending_ask, None
+    assert verdict is not None
     return verdict
 
 

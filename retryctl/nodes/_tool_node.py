@@ -184,7 +184,7 @@ class ControlledToolNode(ToolNode):
             asks.ask()
 
     def _asks(self, input: Any, config: RunnableConfig | None) -> AskRound:
-        ids = [str(call.get("id") or "") for call in _tool_calls(input, self._messages_key)]
+        ids = [str(call.get("id") or "") for call in _tool_calls(input, self._messages_key, copy=False)]
         # ensure_config copies the callbacks; the round reads only the thread and task ids, which a
         # graph always passes (a direct node.invoke() finds them in the caller's config, if any).
         return AskRound(self.controller.journal, config if config is not None else ensure_config(), ids)
@@ -222,9 +222,10 @@ class ControlledToolNode(ToolNode):
             return message
 
 
-def _tool_calls(input: Any, messages_key: str) -> list[dict[str, Any]]:
+def _tool_calls(input: Any, messages_key: str, *, copy: bool = True) -> list[dict[str, Any]]:
     """The step's tool calls in the model's order, from any input ToolNode takes (a list of tool
-    calls, a ``Send`` payload, messages, or a state of any schema holding them)."""
+    calls, a ``Send`` payload, messages, or a state of any schema holding them); with
+    ``copy=False`` the calls themselves, to be read only."""
     if (
         isinstance(input, list)
         and input
@@ -240,7 +241,8 @@ def _tool_calls(input: Any, messages_key: str) -> list[dict[str, Any]]:
         messages = input.get(messages_key) or []
     else:
         messages = getattr(input, messages_key, None) or []
-    for message in reversed(list(messages)):
+    for message in reversed(messages) if isinstance(messages, list) else reversed(list(messages)):
         if isinstance(message, AIMessage):
-            return [dict(c) for c in message.tool_calls]
+            calls: list[Any] = message.tool_calls
+            return [dict(c) for c in calls] if copy else list(calls)
     return []

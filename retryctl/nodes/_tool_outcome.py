@@ -95,9 +95,12 @@ class ToolOutcomes:
         result = st.result
         if result is None:  # only a journaled ask resumed without its result; never a normal path
             return self._final(st, verdict, st.content or "", "success", ending=ending)
-        if isinstance(result, ToolMessage) and (st.attempt > 1 or st.switches or ending is not None):
+        flow = st.flow
+        if isinstance(result, ToolMessage) and (flow.attempt > 1 or flow.switches or ending is not None):
             result = _annotated(result, st.call, self._info(st, verdict, ending=ending, reason=None))
-        return self._journaled(st, self._typed(st, result, verdict, ending))
+        if self.result_key is not None:
+            result = self._typed(st, result, verdict, ending)
+        return self._journaled(st, result) if st.journal_key else result
 
     def _failed(self, st: CallState, verdict: Verdict, error: BaseException) -> ToolResult:
         reported = getattr(error, "message", None)

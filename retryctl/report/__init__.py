@@ -15,20 +15,19 @@ from typing import TYPE_CHECKING
 from retryctl._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from retryctl.report._analysis import (
-        CONFIDENCE_BINS,
-        Analysis,
-        StepOutcome,
-        TokenRow,
-        analyse,
-        analyse_records,
-        answers_match,
-    )
+    from retryctl.report._analyse import analyse, analyse_records
+    from retryctl.report._audit import audit_log, audit_summary
     from retryctl.report._diff import diff_sides, side_figures
     from retryctl.report._html import render_html
     from retryctl.report._load import iter_raw_records
-    from retryctl.report._parallel import PARALLEL_MIN_BYTES, start_verification
-    from retryctl.report._split import audit_log, audit_summary
+    from retryctl.report._model import (
+        CONFIDENCE_BINS,
+        PARALLEL_MIN_BYTES,
+        Analysis,
+        StepOutcome,
+        TokenRow,
+    )
+    from retryctl.report._parallel import start_verification
     from retryctl.report._story import run_story, story_lines
     from retryctl.report._summary import reason_shape, summarise
     from retryctl.report._text import render_diff, render_summary, render_verification
@@ -41,7 +40,6 @@ __all__ = [
     "TokenRow",
     "analyse",
     "analyse_records",
-    "answers_match",
     "audit_log",
     "audit_summary",
     "diff_sides",
@@ -61,21 +59,20 @@ __all__ = [
 # Each name is imported from its module on first use (PEP 562), so that `retryctl audit LOG --json`
 # imports neither rich nor the HTML, diff and story code: with them it took ~20 ms longer to start.
 _MODULES = {
-    "CONFIDENCE_BINS": "_analysis",
-    "Analysis": "_analysis",
-    "StepOutcome": "_analysis",
-    "TokenRow": "_analysis",
-    "analyse": "_analysis",
-    "analyse_records": "_analysis",
-    "answers_match": "_analysis",
+    "CONFIDENCE_BINS": "_model",
+    "PARALLEL_MIN_BYTES": "_model",
+    "Analysis": "_model",
+    "StepOutcome": "_model",
+    "TokenRow": "_model",
+    "analyse": "_analyse",
+    "analyse_records": "_analyse",
+    "audit_log": "_audit",
+    "audit_summary": "_audit",
     "diff_sides": "_diff",
     "side_figures": "_diff",
     "render_html": "_html",
     "iter_raw_records": "_load",
-    "PARALLEL_MIN_BYTES": "_parallel",
     "start_verification": "_parallel",
-    "audit_log": "_split",
-    "audit_summary": "_split",
     "run_story": "_story",
     "story_lines": "_story",
     "reason_shape": "_summary",

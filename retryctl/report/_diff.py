@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retryctl.report._analysis import Analysis, StepOutcome
+from retryctl.report._model import Analysis, StepOutcome
 
 __all__ = ["diff_sides", "side_figures"]
 

@@ -1,16 +1,23 @@
-"""The analysis fold over typed records (:mod:`retryctl.report._structs`), the fast twin of ``_fold``.
+"""The fold: records in, an :class:`~retryctl.report._model.Analysis` out, in one pass.
 
-It computes exactly what the dict fold in :mod:`retryctl.report._analysis` computes, record for
-record; ``tests/report/test_fast.py`` folds varied logs both ways and compares. Two things are
-deferred to the end of a batch, in a way that keeps results identical: counters are fed from lists
+The cost a verdict's attempt added is the difference of its cumulative ledger (``budget.used``) from
+the step's previous verdict; it is charged to the attempt's ``target`` (the model or tool it ran on),
+which gives cost by model and tool. A step's outcome is its last verdict, completed by its summary
+record when the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold answer).
+
+Two folds, one meaning. :func:`fold_dicts` is the reference: it reads plain dicts.
+:func:`fold_records` reads the typed records of :mod:`retryctl.report._structs` and is the one the
+audit runs; it computes exactly what the reference computes, record for record
+(``tests/report/test_fast.py`` folds varied logs both ways and compares). Two things are deferred to
+the end of a batch, in a way that keeps results identical: counters are fed from lists
 (``Counter.update`` inserts keys in first-seen order, as ``+= 1`` per record does), and the cost a
 verdict charges to its target is kept in per-target lists, in file order, then added to the totals
 one after the other (:meth:`Pending.apply`), so that the float sums are the same bits. Keeping the
 charges as lists also lets a second process fold the second half of a log and hand its charges over
-to be added after the first half's (:mod:`retryctl.report._split`).
+to be added after the first half's (:mod:`retryctl.report._audit`).
 
-A line the typed decoder refused arrives here as a dict and goes through the dict fold, after
-everything pending has been applied, so that order is kept.
+A line the typed decoder refused arrives in :func:`fold_records` as a dict and goes through the
+reference fold, after everything pending has been applied, so that order is kept.
 """
 
 from __future__ import annotations
@@ -22,12 +29,11 @@ from itertools import repeat
 from operator import add, mul
 from typing import Any
 
-from retryctl.report._analysis import CONFIDENCE_BINS, Analysis, StepOutcome, _fold, _token_rows
+from retryctl.report._model import CONFIDENCE_BINS, MAX_TOKEN_ROWS, Analysis, StepOutcome, add_token_rows
 from retryctl.report._structs import UNSET, LeanRecord, Record
 
-__all__ = ["Pending", "fold_records"]
+__all__ = ["Pending", "add_charges", "fold_dicts", "fold_records"]
 
-_MAX_ROWS = 40  # keep in step with _analysis._MAX_TOKEN_ROWS
 _INTERNED = 50_000
 
 
@@ -106,8 +112,8 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
             _count(out, (actions, transitions, targets, error_classes, confidences), pending)
             pending.apply(out)
             pending.mixed = True
-            _fold([r], out)
-            n -= 1  # _fold counted it
+            fold_dicts([r], out)
+            n -= 1  # fold_dicts counted it
             step = None
             continue
         kind = r.kind
@@ -186,8 +192,8 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 holder = extra.as_dict()
                 if "gold" in holder:
                     step.gold = str(holder["gold"])
-                if len(rows) < _MAX_ROWS:
-                    _token_rows(out, f"{step_run}/{step_id} #{attempt}", holder)
+                if len(rows) < MAX_TOKEN_ROWS:
+                    add_token_rows(out, f"{step_run}/{step_id} #{attempt}", holder)
         elif kind == "summary":
             summaries += 1
             if r.step_id != step_id or r.run_id != step_run or step is None:
@@ -226,13 +232,13 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                     step.gold = strs(gold, gold)
                 if (extra.token_entropy is not UNSET or extra.token_logprobs is not UNSET) and len(
                     rows
-                ) < _MAX_ROWS:
-                    _token_rows(out, f"{step_run}/{step_id} summary", extra.as_dict())
+                ) < MAX_TOKEN_ROWS:
+                    add_token_rows(out, f"{step_run}/{step_id} summary", extra.as_dict())
             history = r.sampling_history
-            if history and len(rows) < _MAX_ROWS:
+            if history and len(rows) < MAX_TOKEN_ROWS:
                 for i, item in enumerate(history):
                     if isinstance(item, dict):
-                        _token_rows(out, f"{step_run}/{step_id} sample {i + 1}", item)
+                        add_token_rows(out, f"{step_run}/{step_id} sample {i + 1}", item)
         elif kind == "repair":
             repairs += 1
     _count(out, (actions, transitions, targets, error_classes, confidences), pending)
@@ -260,3 +266,104 @@ def _count(
         hist[b if b < last else last] += k
     for column in columns:
         column.clear()
+
+
+def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noqa: PLR0915 - one hot loop, inlined on purpose
+    """The reference fold: each record a plain dict, read with ``.get`` as the schema allows."""
+    steps = out.steps
+    runs = out.runs
+    actions = out.actions
+    transitions = out.transitions
+    hist = out.confidence_hist
+    t_samples, t_usd, t_attempts = out.target_samples, out.target_usd, out.target_attempts
+    last_bin = CONFIDENCE_BINS - 1
+    n = verdicts = summaries = repairs = 0
+    for rec in records:
+        n += 1
+        get = rec.get
+        kind = get("kind")
+        if kind == "verdict":
+            verdicts += 1
+            run_id = get("run_id", "")
+            key = (run_id, get("step_id", ""))
+            step = steps.get(key)
+            if step is None:
+                step = steps[key] = StepOutcome(*key)
+                runs.add(run_id)
+            action = get("action", "?")
+            actions[action] += 1
+            transitions[(step.last_action or "start", action)] += 1
+            step.actions.append(action)
+            step.verdicts += 1
+            step.last_action = action
+            confidence = get("confidence")
+            step.last_confidence = confidence
+            if confidence is not None:
+                b = int(confidence * CONFIDENCE_BINS)
+                hist[b if b < last_bin else last_bin] += 1
+            step.last_reason = get("reason", "")
+            attempt = get("attempt", 0)
+            step.attempts = max(step.attempts, attempt)
+            answer = get("answer")
+            if answer is not None and not step.has_summary:
+                step.answer = answer
+            thresholds = get("thresholds")
+            if thresholds:
+                step.threshold = thresholds.get("accept", step.threshold)
+            budget = get("budget") or {}
+            used = budget.get("used") or {}
+            samples = used.get("samples", 0.0)
+            usd = used.get("usd", 0.0)
+            step.limits = budget.get("limit") or step.limits
+            extra = get("extra") or {}
+            target = get("target") or "(none)"
+            d_samples = samples - step.samples
+            d_usd = usd - step.usd
+            if d_samples > 0:
+                t_samples[target] += d_samples
+                step.samples = samples
+            if d_usd > 0:
+                t_usd[target] += d_usd
+                step.usd = usd
+            t_attempts[target] += 1
+            error_class = get("error_class")
+            if error_class is not None:
+                out.error_classes[error_class] += 1
+            summary = get("candidates_summary")
+            if isinstance(summary, dict) and "tool" in summary:
+                out.tools.add(target)
+            if extra:
+                if "gold" in extra:
+                    step.gold = str(extra["gold"])
+                add_token_rows(out, f"{key[0]}/{key[1]} #{attempt}", extra)
+        elif kind == "summary":
+            summaries += 1
+            _fold_summary_dict(out, rec)
+        elif kind == "repair":
+            repairs += 1
+    out.records += n
+    out.verdict_records += verdicts
+    out.summary_records += summaries
+    out.repair_records += repairs
+
+
+def _fold_summary_dict(out: Analysis, rec: dict[str, Any]) -> None:
+    run_id = rec.get("run_id", "")
+    key = (run_id, rec.get("step_id", ""))
+    step = out.steps.get(key)
+    if step is None:
+        step = out.steps[key] = StepOutcome(*key)
+        out.runs.add(run_id)
+    step.has_summary = True
+    step.answer = rec.get("final_answer")
+    used = rec.get("budget_used") or {}
+    step.samples = max(step.samples, float(used.get("samples", 0.0)))
+    step.usd = max(step.usd, float(used.get("usd", 0.0)))
+    step.limits = rec.get("budget_max") or step.limits
+    extra = rec.get("extra") or {}
+    if "gold" in extra:
+        step.gold = str(extra["gold"])
+    add_token_rows(out, f"{key[0]}/{key[1]} summary", extra)
+    for i, item in enumerate(rec.get("sampling_history") or []):
+        if isinstance(item, dict):
+            add_token_rows(out, f"{key[0]}/{key[1]} sample {i + 1}", item)

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from retryctl.audit import VerifyReport
-from retryctl.report._analysis import CONFIDENCE_BINS, Analysis
+from retryctl.report._model import CONFIDENCE_BINS, Analysis
 from retryctl.report._svg import bar_chart, heat_map, scatter
 
 __all__ = ["render_html"]

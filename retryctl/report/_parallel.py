@@ -15,30 +15,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from retryctl.audit import VerifyReport, verify_log
-from retryctl.exceptions import LogIntegrityError
+from retryctl.report._model import PARALLEL_MIN_BYTES
 
-__all__ = ["PARALLEL_MIN_BYTES", "start_verification"]
-
-PARALLEL_MIN_BYTES = 64 << 20
-"""Below this many bytes of logs in all, verification runs in this process."""
-
-_Plain = tuple[str, bool, int, int, str, tuple[int, int, str] | None]
+__all__ = ["start_verification"]
 
 
-def _verify_plain(paths: Sequence[str]) -> list[_Plain]:
-    """Verify in the worker; return plain tuples (the error's keyword-only constructor does not pickle)."""
-    out: list[_Plain] = []
-    for path in paths:
-        r = verify_log(path)
-        err = None if r.error is None else (r.error.line, r.error.index, r.error.problem)
-        out.append((r.path, r.ok, r.records, r.runs, r.head, err))
-    return out
-
-
-def _rebuild(plain: _Plain) -> VerifyReport:
-    path, ok, records, runs, head, err = plain
-    error = None if err is None else LogIntegrityError(path=path, line=err[0], index=err[1], problem=err[2])
-    return VerifyReport(path=path, ok=ok, records=records, runs=runs, head=head, error=error)
+def _verify_all(paths: Sequence[str]) -> list[VerifyReport]:
+    """Verify in the worker; the reports (and a broken chain's error) cross back pickled."""
+    return [verify_log(path) for path in paths]
 
 
 def start_verification(
@@ -54,11 +38,11 @@ def start_verification(
         reports = [verify_log(p) for p in paths]
         return lambda: reports
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-    future = pool.submit(_verify_plain, list(paths))
+    future = pool.submit(_verify_all, list(paths))
 
     def result() -> list[VerifyReport]:
         try:
-            return [_rebuild(p) for p in future.result()]
+            return future.result()
         finally:
             pool.shutdown()
 

@@ -3,7 +3,7 @@
 ``msgspec`` decodes a line straight into the small structs below, reading only the fields the audit
 uses and skipping the rest without building them (about 1 µs a line against 2.7 µs for a full
 ``orjson`` decode into dicts). The types are chosen so that whatever they accept folds exactly as the
-plain dict does (:mod:`retryctl.report._analysis`): a field is typed only as tightly as the fold reads
+plain dict does (:func:`retryctl.report._fold.fold_dicts`): a field is typed only as tightly as the fold reads
 it, ``Any`` where the fold takes any value, and :data:`UNSET` marks a key that is absent where absence
 and ``null`` differ; a field the record schema types (``attempt``, ``answer``, ``target``...) is typed
 here as the schema types it, so that a line of the wrong types is never folded unchecked. A line they
@@ -116,7 +116,8 @@ class LeanRecord(msgspec.Struct, gc=False):
     # summaries
     final_answer: str | None = None
     budget_used: Used | None = None
-    # the chain (verification reads these; any type is accepted so that analysis never falls back on them)
+    # the chain (retryctl.audit.check_chain reads these; any type is accepted so that analysis never
+    # falls back on them)
     prev_hash: Any = None
     schema: Any = None
     hash: Any = None

@@ -15,7 +15,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import Any
 
-from retryctl.report._analysis import Analysis, no_cyclic_gc
+from retryctl.report._model import Analysis, no_cyclic_gc
 from retryctl.report._totals import TOP, Hole, StepTotals, budget_of, reason_shape, running_total
 
 __all__ = ["reason_shape", "sections", "summarise"]

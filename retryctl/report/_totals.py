@@ -28,7 +28,8 @@ from typing import Any
 
 import msgspec
 
-from retryctl.report._analysis import StepOutcome, answers_match
+from retryctl._answers import answers_agree
+from retryctl.report._model import StepOutcome
 
 __all__ = ["HINT_WIDTH", "TOP", "Hole", "StepTotals", "budget_of", "reason_shape", "running_total"]
 
@@ -175,7 +176,7 @@ class StepTotals(msgspec.Struct, gc=False):
                     ok = False
                 else:
                     known = memo.get((answer, gold))
-                    ok = memo[(answer, gold)] = answers_match(answer, gold) if known is None else known
+                    ok = memo[(answer, gold)] = answers_agree(answer, gold) if known is None else known
                 graded.append(ok)
                 if ok_accept:
                     accepted_graded.append(ok)

@@ -9,9 +9,12 @@ from retryctl.tools._calculator import (
     CalculatorError,
     CalculatorTool,
     calculate,
-    format_exact,
 )
-from retryctl.tools._python import PythonArgs, PythonRunReport, PythonTool, build_test_harness
+from retryctl.tools._python import (
+    PythonArgs,
+    PythonRunReport,
+    PythonTool,
+)
 from retryctl.tools._registry import ToolRegistry, default_registry
 
 __all__ = [
@@ -22,8 +25,6 @@ __all__ = [
     "PythonRunReport",
     "PythonTool",
     "ToolRegistry",
-    "build_test_harness",
     "calculate",
     "default_registry",
-    "format_exact",
 ]

@@ -6,17 +6,17 @@ import asyncio
 
 import pytest
 
-from retryctl.agent import (
-    NO_ANSWER,
+from retryctl.agent import NO_ANSWER
+from retryctl.agent._members import (
     NUMBERS_CHECK,
     UNIT_CONSTANTS,
     AnswerBackend,
     ToolBackend,
-    demo_equivalence,
     numbers_from_question,
     ungrounded_numbers,
     unused_numbers,
 )
+from retryctl.agent._prompts import demo_equivalence
 from retryctl.controller import Observation, Tally, ValidatorResult, decide
 from retryctl.exceptions import ConfigError
 from retryctl.models import SamplingParams

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from retryctl.agent import (
+from retryctl.agent import NO_ANSWER
+from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
-    NO_ANSWER,
     answer_prompt,
     demo_equivalence,
     expression_prompt,

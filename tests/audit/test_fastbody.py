@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import itertools
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from structlog.processors import TimeStamper
 
 from retryctl.audit import DecisionLog, verify_log
+from retryctl.audit._canonical import canonical_bytes
 from retryctl.audit._fastbody import verdict_body
+from retryctl.audit._verdict_line import VerdictLine, iso_utc, utc_now_iso
 from retryctl.controller import Action, Evidence, Verdict
 from tests.audit.helpers import make_verdict, read_lines
 
@@ -146,6 +151,46 @@ def _write(path: Path, verdict: Verdict, call: dict[str, Any], *, pipeline: bool
     return outcome, read_lines(str(path))
 
 
+def _appended(
+    path: Path, verdict: Verdict, call: dict[str, Any], *, pipeline: bool, times: int = 3
+) -> tuple[list[Any], list[bytes]]:
+    """Log ``verdict`` ``times`` times between other records: with ``append_verdict`` (its first
+    record takes the one-off way, the second makes its line, the third fills the line in) or, for
+    the pipeline, ``record_verdict`` with a processor; what each returned or raised, and the lines."""
+    processors = (_same,) if pipeline else ()
+    outcomes: list[Any] = []
+    with DecisionLog(path, clock=_Counter(), processors=processors) as log:
+        for i in range(times):
+            log.record_verdict(
+                make_verdict(),
+                run_id=f"r{i}",
+                step_id="s",
+                attempt=0,
+                candidates_summary=None,
+                latency_ms=1.0,
+            )
+            try:
+                if pipeline:
+                    log.record_verdict(verdict, **call)
+                else:
+                    log.append_verdict(verdict, **call)
+                outcomes.append("written")
+            except Exception as exc:  # the very error, compared below
+                outcomes.append(("raised", type(exc), str(exc)))
+    return outcomes, read_lines(str(path))
+
+
+_PLAIN_CALL: dict[str, Any] = {
+    "run_id": "run-1",
+    "step_id": "tool:noop:call-1",
+    "attempt": 1,
+    "candidates_summary": {"tool": "noop", "args": {}},
+    "latency_ms": 0.25,
+    "target": "noop",
+    "extra": None,
+}
+
+
 def _nested(depth: int) -> Any:
     value: Any = 1
     for _ in range(depth):
@@ -263,3 +308,108 @@ class TestVerdictBody:
             )
             is None
         )
+
+
+class TestAppendVerdict:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(verdict=_verdicts(), call=_CALLS)
+    def test_the_same_bytes_and_errors_as_the_pipeline_every_time_a_verdict_is_logged(
+        self, tmp_path, verdict, call
+    ):
+        fast_path, full_path = tmp_path / "fast.jsonl", tmp_path / "full.jsonl"
+        for path in (fast_path, full_path):
+            path.unlink(missing_ok=True)
+        fast = _appended(fast_path, verdict, call, pipeline=False)
+        full = _appended(full_path, verdict, call, pipeline=True)
+        assert fast == full
+        assert verify_log(str(fast_path)).ok
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("candidates_summary", {"tool": "noop", "args": {"x": 1e-05, "y": [2.5, 1e16]}}),
+            ("candidates_summary", {"tool": "noop", "args": {"prev_hash": "nested key"}}),
+            ("candidates_summary", {"tool": "noop", "args": {"k": (1, 2)}}),
+            ("candidates_summary", {"tool": "noop", "args": {"k": math.nan}}),
+            ("candidates_summary", {"tool": "noop", "args": {1: "int key"}}),
+            ("candidates_summary", _nested(40)),
+            ("latency_ms", 1e-07),
+            ("latency_ms", 3),
+            ("latency_ms", -1.0),
+            ("step_id", "\ud800"),
+            ("target", None),
+            ("extra", {"decided_by": "user", "reply": {"action": "accept"}}),
+        ],
+    )
+    def test_a_repeated_verdict_fills_its_line_as_the_pipeline_writes_the_record(
+        self, tmp_path, field, value
+    ):
+        call = {**_PLAIN_CALL, field: value}
+        verdict = make_verdict()
+        fast = _appended(tmp_path / "fast.jsonl", verdict, call, pipeline=False, times=4)
+        full = _appended(tmp_path / "full.jsonl", verdict, call, pipeline=True, times=4)
+        assert fast == full
+
+    def test_a_verdict_changed_after_its_line_was_made_is_written_as_it_is_now(self, tmp_path):
+        verdict = make_verdict()
+        fast_path, full_path = tmp_path / "fast.jsonl", tmp_path / "full.jsonl"
+        with (
+            DecisionLog(fast_path, clock=_Counter()) as fast,
+            DecisionLog(full_path, clock=_Counter(), processors=(_same,)) as full,
+        ):
+            for step in range(4):
+                if step == 3:  # frozen, but its evidence holds dicts
+                    verdict.evidence.notes.append("added later")
+                    verdict.evidence.signals["agreement"] = 0.5
+                fast.append_verdict(verdict, **_PLAIN_CALL)
+                full.record_verdict(verdict, **_PLAIN_CALL)
+        assert fast_path.read_bytes() == full_path.read_bytes()
+        assert b"added later" in read_lines(str(fast_path))[-1]
+
+
+class TestVerdictLine:
+    def test_a_plain_verdict_has_a_line_whose_parts_make_the_records_bytes(self):
+        verdict = make_verdict(evidence=Evidence(signals={"validators": 1.0}, weights={"validators": 1.0}))
+        line = VerdictLine.of(verdict)
+        assert line is not None and line.matches(verdict)
+        parts = line.fill(lambda: "2026-01-01T00:00:00Z", **_PLAIN_CALL)
+        assert parts is not None
+        before, after = parts
+        assert before.endswith(b'"prev_hash":"') and after.startswith(b'","reason":')
+        body = verdict_body(verdict, **_PLAIN_CALL)
+        assert body is not None
+        body.update(ts="2026-01-01T00:00:00Z", prev_hash="ab" * 32)
+        assert before + b"ab" * 32 + after == canonical_bytes(body)
+
+    def test_a_verdict_whose_text_holds_a_hole_has_no_line(self):
+        assert VerdictLine.of(make_verdict(reason="\x00retryctl:run_id\x00")) is None
+
+    def test_an_equal_verdict_matches_and_a_changed_one_does_not(self):
+        verdict = make_verdict()
+        line = VerdictLine.of(verdict)
+        assert line is not None
+        assert line.matches(make_verdict())  # equal, not the same object
+        assert not line.matches(make_verdict(reason="another"))
+        verdict.evidence.budget_used["samples"] = 6.0
+        assert not line.matches(verdict)
+
+
+class TestIsoUtc:
+    @given(ns=st.integers(0, 2**62), whole=st.booleans())
+    def test_the_text_of_structlogs_iso_utc_stamper_for_the_same_instant(self, ns, whole):
+        if whole:
+            ns -= ns % 1_000_000_000  # no fraction: isoformat leaves it out
+        seconds, micros = divmod(ns // 1000, 1_000_000)
+        moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).replace(microsecond=micros)
+        assert iso_utc(ns) == moment.isoformat().replace("+00:00", "Z")
+
+    def test_now_reads_the_clock_as_structlogs_stamper_does(self):
+        stamper = TimeStamper(fmt="iso", utc=True, key="ts")
+        texts = [stamper(None, "x", {})["ts"], utc_now_iso(), stamper(None, "x", {})["ts"]]
+        before, now, after = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in texts)
+        assert before <= now <= after
+        assert texts[1].endswith("Z") and len(texts[1]) in (
+            len("2026-01-01T00:00:00Z"),
+            len("2026-01-01T00:00:00.000001Z"),
+        )
+        assert abs(now.timestamp() - time.time()) < 5

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import retryctl.audit._reader as reader_module
-from retryctl.audit import DecisionLog, SummaryRecord, VerdictRecord, read_records, verify_log
+from retryctl.audit import DecisionLog, SummaryRecord, VerdictRecord, check_chain, read_records, verify_log
 from retryctl.controller import Action
 from retryctl.exceptions import LogIntegrityError
 from tests.audit.helpers import GENESIS, independent_hash, make_verdict, read_lines
@@ -191,7 +191,7 @@ class TestVerifyLog:
         with open(path, "ab") as f:
             f.write(lines[0][:40])  # a writer's line, seen half-way
         # The race is fixed in place: the settled size is the one from before the append began.
-        monkeypatch.setattr(reader_module, "_settled_size", lambda _fd: settled)
+        monkeypatch.setattr(reader_module, "settled_size", lambda _fd: settled)
         report = verify_log(path)
         assert report.ok and report.records == N_BASE and report.head == head
         assert len(list(read_records(path))) == N_BASE
@@ -296,3 +296,71 @@ class TestReadRecords:
         with pytest.raises(LogIntegrityError, match="torn tail") as info:
             list(read_records(path))
         assert info.value.index == 1
+
+
+class TestCheckChain:
+    """check_chain: verify_log's walk over lines a caller reads, resumable where it stopped."""
+
+    def test_whole_log_in_one_walk_is_verify_logs_report(self, base: tuple[list[bytes], str]) -> None:
+        lines, _ = base
+        scan = check_chain(lines)
+        report = _verify_lines(lines)
+        assert scan.problem is None and report.ok
+        assert (scan.records, scan.head, scan.runs) == (report.records, report.head, report.runs)
+
+    @pytest.mark.parametrize("cut", [1, 4, N_BASE - 1])
+    def test_resumed_in_batches_it_finds_the_same_first_problem(
+        self, base: tuple[list[bytes], str], cut: int
+    ) -> None:
+        lines, _ = base
+        bad = list(lines)
+        bad[6] = _edit_json(bad[6], "reason")
+        first = check_chain(bad[:cut])
+        rest = check_chain(bad[cut:], after=first.head, index=first.records, run_keys=set(first.run_keys))
+        whole = check_chain(bad)
+        scan = rest if first.problem is None else first
+        assert whole.problem is not None and "hash mismatch" in whole.problem
+        assert (scan.problem, scan.records, scan.head) == (whole.problem, whole.records, whole.head)
+        report = _verify_lines(bad)
+        assert report.error is not None and report.error.problem == whole.problem
+        assert report.records == whole.records == 6
+
+    def test_a_walk_started_after_the_wrong_hash_names_the_link(self, base: tuple[list[bytes], str]) -> None:
+        lines, _ = base
+        scan = check_chain(lines[3:], after=GENESIS, index=3)
+        assert scan.records == 3 and scan.problem is not None and "prev_hash mismatch" in scan.problem
+        assert scan.head == GENESIS
+
+    @pytest.mark.parametrize("damage", ["none", "edit", "sorted", "garbage", "torn"])
+    def test_with_decoded_links_the_walk_is_the_same(
+        self, base: tuple[list[bytes], str], damage: str
+    ) -> None:
+        import msgspec
+
+        class Links(msgspec.Struct):
+            prev_hash: Any = None
+            schema: Any = None
+            hash: Any = None
+            run_id: str = ""
+
+        lines, _ = base
+        lines = list(lines)
+        if damage == "edit":
+            lines[5] = _edit_json(lines[5], "reason")
+        elif damage == "sorted":  # another tool's layout: valid, settled by the exact walk
+            lines[2] = (
+                json.dumps(json.loads(lines[2]), sort_keys=True, separators=(",", ":")).encode() + b"\n"
+            )
+        elif damage == "garbage":
+            lines[4] = b"not json\n"
+        elif damage == "torn":
+            lines[-1] = lines[-1][:40]
+        decoded: list[Links | None] = []
+        for line in lines:
+            try:
+                decoded.append(msgspec.json.decode(line, type=Links))
+            except msgspec.DecodeError:
+                decoded.append(None)
+        plain = check_chain(lines)
+        assert check_chain(lines, decoded=decoded) == plain
+        assert (plain.problem is None) == (damage in ("none", "sorted"))

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-import retryctl.audit as audit
 from retryctl.audit import (
     SCHEMA_VERSION,
     DecisionLog,
@@ -231,28 +230,3 @@ class TestParseRecord:
                 }
             )
         assert "hash" in str(info.value)
-
-
-class TestPublicNames:
-    def test_exports_are_pinned(self):
-        assert sorted(audit.__all__) == sorted(
-            [
-                "GENESIS_HASH",
-                "SCHEMA_VERSION",
-                "BudgetState",
-                "ChainSink",
-                "DecisionLog",
-                "LogRecord",
-                "RepairRecord",
-                "SummaryRecord",
-                "VerdictRecord",
-                "VerifyReport",
-                "canonical_bytes",
-                "parse_record",
-                "read_records",
-                "record_hash",
-                "verify_log",
-            ]
-        )
-        for name in audit.__all__:
-            assert hasattr(audit, name), name

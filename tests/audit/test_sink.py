@@ -44,6 +44,27 @@ class TestChainSink:
         sink.close()
         assert read_lines(log_path) == []
 
+    def test_a_line_given_around_the_head_is_the_line_msg_writes(self, tmp_path):
+        def body(i: int) -> dict[str, Any]:
+            return {"schema": 1, "kind": "verdict", "run_id": f"r{i}", "ts": "t", "n": i}
+
+        whole, around = (
+            ChainSink(str(tmp_path / "a"), now=lambda: "t"),
+            ChainSink(str(tmp_path / "b"), now=lambda: "t"),
+        )
+        for i in range(3):
+            record = whole.msg(body(i), validated=True)
+            raw = canonical_bytes({**body(i), "prev_hash": "\x00"})
+            before, after = raw.split(b'"\\u0000"')
+            assert around.msg_around_head(before + b'"', b'"' + after) == record["hash"] == around.head
+        whole.close()
+        around.close()
+        assert read_lines(str(tmp_path / "a")) == read_lines(str(tmp_path / "b"))
+        assert verify_log(str(tmp_path / "b")).ok
+        around.close()
+        with pytest.raises(ValueError, match="closed"):
+            around.msg_around_head(b"{", b"}")
+
     def test_torn_tail_found_on_open_is_an_error_naming_the_line(self, log_path):
         _write(log_path, 3)
         with open(log_path, "ab") as f:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from retryctl.batch import BatchBreaker, Task, at_max_budget, result_line, summarise_results
+from retryctl.batch import BatchBreaker, Task, at_max_budget, summarise_results
+from retryctl.batch._outcome import result_line
 
 
 def _result(status: str = "accepted", **kw: object) -> dict[str, object]:

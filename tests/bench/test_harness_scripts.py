@@ -2,7 +2,7 @@
 figures it promises; the harness turns their JSON into rows and a failing script into a row saying so.
 
 Real processes and a real HTTP server on 127.0.0.1; no timing is asserted (the figures of a quick run
-are too small to mean anything). Runtime: about 15 s.
+are too small to mean anything). Runtime: about 25 s.
 """
 
 from __future__ import annotations
@@ -91,6 +91,42 @@ class TestBatchThroughput:
             assert row["max_in_flight"] <= c
         assert levels[64]["max_in_flight"] > 8  # the runner really overlapped its requests
         assert isinstance(data["target_met"], bool)
+
+
+class TestGatewayThroughput:
+    def test_quick_run_compares_the_gateway_with_the_upstream_and_counts_adaptive_samples(
+        self, harness: ModuleType
+    ) -> None:
+        lines, data = _script("gateway_throughput.py", "--quick", "--json")
+        text = "\n".join(lines)
+        levels = {level["concurrency"]: level for level in data["levels"]}
+        assert sorted(levels) == [1, 16, 64]
+        for c, level in levels.items():
+            assert f"concurrency {c:>3}: direct" in text
+            for side in ("direct", "gateway"):
+                assert level[side]["requests"] == c * 2  # one round of two requests per connection
+                assert level[side]["failures"] == 0  # every request answered 200, through the gateway too
+                assert level[side]["p90_ms"] >= level[side]["p50_ms"] > 0
+            assert level["ratio"] == pytest.approx(level["gateway"]["rps"] / level["direct"]["rps"])
+            assert level["added_p50_ms"] == pytest.approx(
+                level["gateway"]["p50_ms"] - level["direct"]["p50_ms"]
+            )
+        a = data["adaptive"]
+        assert a["requests"] == 16 and a["failures"] == 0 and a["accepted"] == 16
+        # Samples per request as the responses report them, and as the upstream counted them.
+        assert 1 <= a["samples_min"] <= a["samples_per_request"] <= a["samples_max"] <= a["max_samples"]
+        assert a["samples_per_request"] == pytest.approx(a["upstream_choices_per_request"])
+        assert a["fraction_of_sc"] == pytest.approx(a["samples_per_request"] / a["max_samples"])
+        assert a["verdicts_per_request"] >= 1 and a["summaries_per_request"] == 1  # every one was logged
+        assert f"vs direct SC-{a['max_samples']}" in text
+        assert isinstance(data["ratio_met"], bool) and isinstance(data["added_p50_met"], bool)
+        # The harness's rows: the throughput target judged at concurrency 64 only, the added p50 at each.
+        rows = harness._gateway(data)
+        judged = {r["figure"]: r for r in rows if r["target"] != "—"}
+        top = judged["gateway, 20 ms upstream, concurrency 64: throughput of direct"]
+        assert top["target"] == ">= 95 %" and top["met"] is (levels[64]["ratio"] >= 0.95)
+        assert sum(r["target"] == "<= 2 ms" for r in rows) == 3
+        assert rows[-2]["figure"] == f"gateway adaptive (max_samples {a['max_samples']}): samples per request"
 
 
 class TestHarness:

@@ -138,8 +138,8 @@ class TestAuditCommand:
     def test_the_command_exits_without_freeing_but_with_its_output_and_exit_code(
         self, log: Path, tmp_path: Path, case: str
     ) -> None:
-        # `retryctl audit` ends with os._exit (retryctl.cli.main): the output must still be flushed
-        # whole, through a pipe, and the exit code kept.
+        # `retryctl audit`, started by retryctl.cli.main, ends with os._exit (retryctl.cli._ending):
+        # the output must still be flushed whole, through a pipe, and the exit code kept.
         path = {"intact": log, "broken": _tamper(log, tmp_path / "bad.jsonl", line=4)}.get(case)
         done = subprocess.run(
             [sys.executable, "-m", "retryctl.cli", "audit", str(path or tmp_path / "absent.jsonl"), "--json"],
@@ -152,6 +152,28 @@ class TestAuditCommand:
             assert "no such log file" in done.stderr and not done.stdout
         else:
             assert json.loads(done.stdout) == json.loads(_audit(str(path), "--json").stdout)
+
+    @pytest.mark.parametrize(("started_by", "hard"), [("main", True), ("app", False)])
+    def test_only_the_command_lines_own_process_is_ended_without_exit_handlers(
+        self, log: Path, started_by: str, hard: bool
+    ) -> None:
+        # The audit command ends the process itself (os._exit, nothing freed, no exit handlers) when
+        # `main` started it; the same command run by the app inside someone else's process returns.
+        run = (
+            "from retryctl.cli import main; main()"
+            if started_by == "main"
+            else "import sys; from retryctl.cli import app; app(sys.argv[1:])"
+        )
+        code = f"import atexit, sys; atexit.register(print, 'exit handlers ran', file=sys.stderr); {run}"
+        done = subprocess.run(
+            [sys.executable, "-c", code, "audit", str(log), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["ok"] is True
+        assert ("exit handlers ran" in done.stderr) is not hard
 
     def test_missing_log_is_a_usage_error(self, tmp_path: Path) -> None:
         result = _audit(str(tmp_path / "absent.jsonl"))

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retryctl.cli import app
-from tests.bench._banks import question, write_bank
+from tests.replay._banks import question, write_bank
 
 runner = CliRunner()
 

@@ -16,11 +16,11 @@ from retryctl.controller._breaker import Breaker, BreakerConfig, counts_against
 from retryctl.controller._breaker_store import (
     BreakerState,
     MemoryBreakerStore,
-    SQLiteBreakerStore,
 )
 from retryctl.controller._clock import ManualClock
 from retryctl.controller._errors import Classification, ErrorClass
 from retryctl.exceptions import BreakerOpen, BreakerStoreError
+from retryctl.runtime import SQLiteBreakerStore
 
 CLOSED, OPEN, HALF = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 

@@ -193,6 +193,39 @@ class TestAttemptEngine:
             2,
         )
 
+    def test_judge_hands_out_the_same_verdict_for_the_same_plain_outcome(self):
+        engine = AttemptEngine(policy=Policy(weights={"validators": 1.0}))
+        state, _ = engine.start(["calc", "backup"], refines=1)
+        ok = [ValidatorResult("call_succeeded", True)]
+        first = engine.judge(state, validators=ok, error=None, exhausted=None)
+        again = engine.judge(state, validators=iter([ValidatorResult("call_succeeded", True)]))
+        assert again is first and first.action is Action.ACCEPT
+        # What decide would say afresh, for every part the cache is keyed on.
+        assert first == retryctl.controller.decide(engine.observe(state, validators=ok), engine.policy)
+        failed = engine.judge(state, validators=[*ok, ValidatorResult("positive", False, "got -1")])
+        assert failed is not first and failed.action is Action.REFINE
+        moved = engine.after(state, failed)[0]
+        assert engine.judge(moved, validators=ok) is not first
+
+    def test_judge_decides_afresh_on_an_outcome_with_more_than_validators(self):
+        engine = AttemptEngine(policy=Policy(weights={"validators": 1.0}))
+        state, _ = engine.start(["calc"])
+        ok = [ValidatorResult("call_succeeded", True)]
+        budget = {"budget_used": {"attempts": 1.0}, "budget_limit": {"attempts": 5.0}}
+        with_budget = engine.judge(state, validators=ok, **budget)
+        assert engine.judge(state, validators=ok, **budget) is not with_budget
+        assert with_budget.evidence.budget_used == {"attempts": 1.0}
+        noted = engine.judge(state, validators=ok, notes=["store down"])
+        assert "store down" in noted.evidence.notes
+        assert "store down" not in engine.judge(state, validators=ok).evidence.notes
+
+    def test_start_counts_the_refines_already_spent(self):
+        engine = AttemptEngine(policy=Policy(max_refines=1))
+        state, act = engine.start(["m"], refines=1)
+        assert (state.refines, state.attempt, act.attempt, act.target) == (1, 1, 1, "m")
+        invalid = Classification(ErrorClass.VALIDATION, "bad argument")
+        assert engine.judge(state, error=invalid).action is Action.STOP  # no refine left
+
     def test_a_spent_budget_asks_to_extend_when_the_policy_says_so(self):
         engine = AttemptEngine(policy=Policy(on_budget_exhausted="ask_user"))
         state, _ = engine.start(["m"])

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from retryctl.agent import EXPRESSION_FORMAT
+from retryctl.agent._prompts import EXPRESSION_FORMAT
 from retryctl.audit import verify_log
 from retryctl.models import CapabilityRegistry, OpenAIBackend, SamplingParams
 from tests.models.conftest import needs_llama

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from retryctl.banks import load_bank
 from retryctl.exceptions import BankFormatError, ConfigError
-from retryctl.models import ReplayBackend, ReplayExhausted, load_bank, random_order
+from retryctl.models import ReplayBackend, ReplayExhausted, random_order
 
 
 def write_bank(tmp_path: Path, lines: list[object]) -> Path:

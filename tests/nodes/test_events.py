@@ -104,6 +104,8 @@ class TestDrawnRunIds:
         ids = [new_run_id() for _ in range(10_000)]
         assert len(set(ids)) == len(ids)
         assert {uuid.UUID(i).version for i in ids} == {4}
+        # The text str(UUID) gives (lower-case, dashed) and the RFC 4122 variant, as uuid4() has.
+        assert all(str(uuid.UUID(i)) == i and uuid.UUID(i).variant == uuid.RFC_4122 for i in ids)
 
     def test_a_forked_child_does_not_repeat_its_parents_ids(self) -> None:
         import os

@@ -9,14 +9,8 @@ import pytest
 from pydantic import ValidationError
 from tenacity.wait import wait_fixed
 
-from retryctl.nodes import (
-    MemoryToolJournal,
-    SQLiteToolJournal,
-    UserReply,
-    WaitRetryAfter,
-    backoff_seconds,
-    parse_reply,
-)
+from retryctl.nodes import MemoryToolJournal, SQLiteToolJournal, UserReply, WaitRetryAfter, parse_reply
+from retryctl.nodes._backoff import backoff_seconds
 
 
 class TestParseReply:

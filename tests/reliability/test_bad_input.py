@@ -30,7 +30,7 @@ from retryctl.batch import BatchConfig, load_tasks, read_results
 from retryctl.batch._files import MAX_TASK_LINE_BYTES
 from retryctl.cli import app
 from retryctl.controller import Budget, Policy, Usage
-from retryctl.controller.stopping import parse_policy
+from retryctl.controller.stopping import parse_stopping_rule as parse_rule
 from retryctl.exceptions import (
     BankFormatError,
     ConfigError,
@@ -102,13 +102,13 @@ CONFIGS: list[Any] = [
     pytest.param(make(Budget, tokens=5), V, "tokens", "Extra inputs", id="budget-unknown-key"),
     pytest.param(make(Usage, usd=-0.5), V, "usd", "-0.5", id="usage-negative"),
     # Stopping-rule names.
-    pytest.param(make(parse_policy, "magic"), UnknownPolicyError, "known:", "'magic'", id="rule-unknown"),
-    pytest.param(make(parse_policy, "ac-beta:nan"), ConfigError, "threshold", "nan", id="rule-nan-knob"),
-    pytest.param(make(parse_policy, "default:inf"), ConfigError, "threshold", "inf", id="rule-inf-knob"),
-    pytest.param(make(parse_policy, "esc:0"), ConfigError, "window", "0", id="rule-zero-window"),
-    pytest.param(make(parse_policy, "esc:2.5"), ConfigError, "policy", "'esc:2.5'", id="rule-float-window"),
-    pytest.param(make(parse_policy, "sc-0"), ConfigError, "n", "0", id="rule-sc-zero"),
-    pytest.param(make(parse_policy, 5), ConfigError, "policy", "5", id="rule-not-a-string"),
+    pytest.param(make(parse_rule, "magic"), UnknownPolicyError, "known:", "'magic'", id="rule-unknown"),
+    pytest.param(make(parse_rule, "ac-beta:nan"), ConfigError, "threshold", "nan", id="rule-nan-knob"),
+    pytest.param(make(parse_rule, "default:inf"), ConfigError, "threshold", "inf", id="rule-inf-knob"),
+    pytest.param(make(parse_rule, "esc:0"), ConfigError, "window", "0", id="rule-zero-window"),
+    pytest.param(make(parse_rule, "esc:2.5"), ConfigError, "policy", "'esc:2.5'", id="rule-float-window"),
+    pytest.param(make(parse_rule, "sc-0"), ConfigError, "n", "0", id="rule-sc-zero"),
+    pytest.param(make(parse_rule, 5), ConfigError, "policy", "5", id="rule-not-a-string"),
     # The batch runner's config.
     pytest.param(make(BatchConfig, concurrency=0), ConfigError, "concurrency", "0", id="batch-concurrency-0"),
     pytest.param(make(BatchConfig, concurrency="4"), ConfigError, "concurrency", "'4'",

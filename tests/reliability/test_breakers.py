@@ -10,17 +10,10 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from retryctl.audit import VerdictRecord, verify_log
-from retryctl.controller import (
-    Breaker,
-    BreakerConfig,
-    BreakerState,
-    BreakerStore,
-    MemoryBreakerStore,
-    Policy,
-    SQLiteBreakerStore,
-)
+from retryctl.controller import Breaker, BreakerConfig, BreakerState, BreakerStore, MemoryBreakerStore, Policy
 from retryctl.models import OpenAIBackend, RetrySettings
 from retryctl.nodes import ControlledStep, ControlledToolNode
+from retryctl.runtime import SQLiteBreakerStore
 from tests.models._fault_server import Reply, status
 from tests.reliability._harness import (
     SimClock,

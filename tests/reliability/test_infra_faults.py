@@ -31,9 +31,10 @@ from retryctl.audit import DecisionLog, VerdictRecord, read_records, verify_log
 from retryctl.batch import read_results
 from retryctl.batch._outcome import infrastructure_failure
 from retryctl.cli import app
-from retryctl.controller import Breaker, BreakerConfig, BreakerState, BreakerStore, Policy, SQLiteBreakerStore
+from retryctl.controller import Breaker, BreakerConfig, BreakerState, BreakerStore, Policy
 from retryctl.exceptions import BreakerStoreError
 from retryctl.nodes import ControlledStep, ControlledToolNode
+from retryctl.runtime import SQLiteBreakerStore
 from retryctl.testing import ScriptedBackend
 from tests.models._fault_server import FaultServer
 from tests.reliability._harness import call_tools, invoke, tool_graph
@@ -171,7 +172,7 @@ class TestDeadServerDemo:
 
 
 def _redis_closed_port(_: Path) -> Generator[BreakerStore, None, None]:
-    from retryctl.controller import RedisBreakerStore
+    from retryctl.runtime import RedisBreakerStore
 
     with (
         dead_port() as port,
@@ -406,7 +407,7 @@ class TestRedisStoppedMidRun:
     def test_the_next_step_after_the_stop_is_decided_and_logged(
         self, tmp_path: Path, redis_server: tuple[subprocess.Popen[bytes], str], policy: str
     ) -> None:
-        from retryctl.controller import RedisBreakerStore
+        from retryctl.runtime import RedisBreakerStore
 
         proc, url = redis_server
         log_path = tmp_path / "log.jsonl"

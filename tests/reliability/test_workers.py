@@ -31,9 +31,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from retryctl.controller import Breaker, BreakerConfig, BreakerState, Policy, RedisBreakerStore
+from retryctl.controller import Breaker, BreakerConfig, BreakerState, Policy
 from retryctl.exceptions import BreakerOpen
 from retryctl.nodes import ControlledStep, StepResult
+from retryctl.runtime import RedisBreakerStore
 from retryctl.testing import ScriptedBackend
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -16,7 +16,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from retryctl.report._analysis import Analysis, StepOutcome, answers_match, no_cyclic_gc
+from retryctl._answers import answers_agree
+from retryctl.report._model import Analysis, StepOutcome, no_cyclic_gc
 
 __all__ = ["reference_summarise"]
 
@@ -237,7 +238,7 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
             ok = False
         else:
             known = memo.get((answer, gold))
-            ok = memo[(answer, gold)] = answers_match(answer, gold) if known is None else known
+            ok = memo[(answer, gold)] = answers_agree(answer, gold) if known is None else known
         oks.append(ok)
         if s.last_action == "accept":
             accepted.append(ok)

@@ -8,7 +8,6 @@ import pytest
 
 from retryctl.report import (
     analyse,
-    answers_match,
     diff_sides,
     reason_shape,
     run_story,
@@ -128,22 +127,6 @@ class TestReasonShape:
         assert reason_shape("breaker of 'gpt' is open; nothing left to try") == (
             "breaker of '…' is open; nothing left to try"
         )
-
-
-class TestAnswersMatch:
-    @pytest.mark.parametrize(
-        ("a", "g", "ok"),
-        [
-            ("42", " 42 ", True),
-            ("42.0", "42", True),
-            ("Paris", "paris", True),
-            ("1,000", "1000", True),
-            ("41", "42", False),
-            ("x", "42", False),
-        ],
-    )
-    def test_loose_equality(self, a: str, g: str, ok: bool) -> None:
-        assert answers_match(a, g) is ok
 
 
 class TestRunStory:

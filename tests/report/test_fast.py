@@ -16,11 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import retryctl.report._split as split_module
+import retryctl.report._audit as audit_module
+import retryctl.report._scan as scan_module
 from retryctl.audit import VerifyReport, verify_log
 from retryctl.audit._canonical import canonical_bytes
 from retryctl.report import Analysis, analyse, audit_log, audit_summary, summarise
-from retryctl.report._analysis import analyse_plain
+from retryctl.report._analyse import analyse_plain
 from tests.report._logs import graph_log, tool_log, verdict, write_verdicts
 
 SHARES = (0.05, 0.3, 0.45, 0.6, 0.95)
@@ -163,7 +164,7 @@ class TestAuditLog:
         def fail(*_: object, **__: object) -> bytes:
             raise RuntimeError("worker down")
 
-        monkeypatch.setattr(split_module, "_pack", fail)  # the forked worker inherits it
+        monkeypatch.setattr(audit_module, "pack", fail)  # the forked worker inherits it
         path = str(logs["graph"])
         report, analysis = audit_log(path, min_bytes=0)
         assert _report(report) == _report(verify_log(path))
@@ -193,15 +194,15 @@ class TestAuditSummary:
         path = str(logs["verdicts"])
         lines = Path(path).read_bytes().splitlines(keepends=True)
         cut = sum(map(len, lines[:-6]))
-        monkeypatch.setattr(split_module, "_step_boundary", lambda *_: cut)
+        monkeypatch.setattr(audit_module, "_step_boundary", lambda *_: cut)
         refolded: list[int] = []
-        fold = split_module.fold_span
+        fold = scan_module.fold_span
 
         def counted(*args: Any, **kwargs: Any) -> None:
             refolded.append(1)
             fold(*args, **kwargs)
 
-        monkeypatch.setattr(split_module, "fold_span", counted)
+        monkeypatch.setattr(audit_module, "fold_span", counted)
         report, summary = audit_summary(path, min_bytes=0)
         assert refolded
         assert _report(report) == _report(verify_log(path))
@@ -263,3 +264,22 @@ class TestDamage:
         report, analysis = audit_log(str(path), min_bytes=0, first_share=share)
         assert _report(report) == _report(verify_log(path))
         assert _snapshot(analysis) == _snapshot(analyse_plain([path]))
+
+
+class TestAuditSummaryResult:
+    """What audit_summary builds is freed with its result, not on return (retryctl audit keeps it)."""
+
+    @pytest.mark.parametrize("min_bytes", [0, 1 << 62], ids=["two processes", "one process"])
+    def test_the_result_holds_the_analysis_until_it_goes(self, logs: dict[str, Path], min_bytes: int) -> None:
+        import gc
+        import weakref
+
+        result = audit_summary(str(logs["graph"]), min_bytes=min_bytes)
+        report, summary = result
+        held = [weakref.ref(x) for x in result.built if isinstance(x, Analysis)]
+        assert len(held) == 1 and held[0]() is not None
+        assert summary["overview"]["records"] == held[0]().records  # type: ignore[union-attr]
+        del result
+        gc.collect()
+        assert held[0]() is None
+        assert report.ok

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from retryctl.controller import Budget, Exhaustion, Ledger, Usage
 from retryctl.report import analyse, audit_summary, render_summary, summarise
-from retryctl.report._analysis import analyse_plain
+from retryctl.report._analyse import analyse_plain
 from tests.report._logs import verdict, write_verdicts
 from tests.report._summary_reference import reference_summarise
 

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retryctl.exceptions import UsageError
-from retryctl.tools import CalculatorError, CalculatorTool, calculate, format_exact
+from retryctl.tools import CalculatorError, CalculatorTool, calculate
+from retryctl.tools._calculator import format_exact
 
 
 class TestCalculate:

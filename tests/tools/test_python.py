@@ -9,7 +9,8 @@ from langchain_core.messages import ToolMessage
 
 from retryctl.exceptions import ConfigError
 from retryctl.sandbox import Sandbox, SandboxLimits, Tier, probe_tiers
-from retryctl.tools import PythonRunReport, PythonTool, build_test_harness
+from retryctl.tools import PythonRunReport, PythonTool
+from retryctl.tools._python import build_test_harness
 
 
 @pytest.fixture(scope="module")

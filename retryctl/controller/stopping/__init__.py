@@ -11,7 +11,6 @@ from retryctl.controller.stopping._adaptive import (
     AdaptiveBeta,
     AdaptiveDirichlet,
     PredictiveMajority,
-    predictive_stay_prob,
 )
 from retryctl.controller.stopping._base import (
     RuleLike,
@@ -25,16 +24,13 @@ from retryctl.controller.stopping._base import (
 )
 from retryctl.controller.stopping._maths import (
     beta_sf_half,
-    dirichlet_leader_prob,
-    gamma_p,
-    regularised_beta,
 )
 from retryctl.controller.stopping._registry import (
     BUILTIN_POLICIES,
     KNOWN_POLICIES,
-    PolicySpec,
-    default_policy,
-    parse_policy,
+    StoppingRuleSpec,
+    default_stopping_rule,
+    parse_stopping_rule,
 )
 from retryctl.controller.stopping._simple import (
     DifficultyBudget,
@@ -42,7 +38,6 @@ from retryctl.controller.stopping._simple import (
     FixedSamples,
     ThresholdRule,
 )
-from retryctl.controller.stopping._votes import Votes, votes_of
 
 __all__ = [
     "BUILTIN_POLICIES",
@@ -52,7 +47,6 @@ __all__ = [
     "DifficultyBudget",
     "EscWindow",
     "FixedSamples",
-    "PolicySpec",
     "PredictiveMajority",
     "RuleLike",
     "StopAll",
@@ -60,16 +54,11 @@ __all__ = [
     "StopDecision",
     "StopRule",
     "StoppingRule",
+    "StoppingRuleSpec",
     "Tally",
     "ThresholdRule",
-    "Votes",
     "as_rule",
     "beta_sf_half",
-    "default_policy",
-    "dirichlet_leader_prob",
-    "gamma_p",
-    "parse_policy",
-    "predictive_stay_prob",
-    "regularised_beta",
-    "votes_of",
+    "default_stopping_rule",
+    "parse_stopping_rule",
 ]

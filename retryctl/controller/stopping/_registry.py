@@ -25,10 +25,16 @@ from retryctl.controller.stopping._simple import (
 )
 from retryctl.exceptions import ConfigError, UnknownPolicyError
 
-__all__ = ["BUILTIN_POLICIES", "KNOWN_POLICIES", "PolicySpec", "default_policy", "parse_policy"]
+__all__ = [
+    "BUILTIN_POLICIES",
+    "KNOWN_POLICIES",
+    "StoppingRuleSpec",
+    "default_stopping_rule",
+    "parse_stopping_rule",
+]
 
 KNOWN_POLICIES = ["default", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
-"""Every name :func:`parse_policy` accepts (``sc-N`` with N a positive integer)."""
+"""Every name :func:`parse_stopping_rule` accepts (``sc-N`` with N a positive integer)."""
 
 BUILTIN_POLICIES = ["default", "sc-40", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
 """One concrete name per built-in policy, as benchmarks list them."""
@@ -37,7 +43,7 @@ _SC = re.compile(r"sc-(\d+)")
 
 
 @dataclass(frozen=True)
-class PolicySpec:
+class StoppingRuleSpec:
     """A parsed name: the family, its parameter (``None`` = the family's default) and the sweep."""
 
     family: str
@@ -100,18 +106,18 @@ _FAMILIES: dict[str, _Family] = {
 }
 
 
-def _parse(name: str) -> PolicySpec:
+def _parse(name: str) -> StoppingRuleSpec:
     text = name.strip().lower()
     base, sep, raw = text.partition(":")
     match = _SC.fullmatch(base)
     if match:
         if sep:
             raise ConfigError(field="policy", value=name, problem="sc-N takes no ':' parameter")
-        return PolicySpec("sc", float(match.group(1)))
+        return StoppingRuleSpec("sc", float(match.group(1)))
     if base not in _FAMILIES or base == "sc":
         raise UnknownPolicyError(name=name, known=KNOWN_POLICIES)
     if not sep:
-        return PolicySpec(base, None)
+        return StoppingRuleSpec(base, None)
     family = _FAMILIES[base]
     try:
         value = float(int(raw)) if family.integer else float(raw)
@@ -120,10 +126,10 @@ def _parse(name: str) -> PolicySpec:
         raise ConfigError(
             field="policy", value=name, problem=f"the parameter after ':' must be {kind}"
         ) from None
-    return PolicySpec(base, value)
+    return StoppingRuleSpec(base, value)
 
 
-def parse_policy(name: str) -> PolicySpec:
+def parse_stopping_rule(name: str) -> StoppingRuleSpec:
     """Parse and validate ``name`` (the rule is built once to check its parameter).
 
     Raises :class:`UnknownPolicyError` for an unknown family and :class:`ConfigError` for a bad
@@ -136,6 +142,6 @@ def parse_policy(name: str) -> PolicySpec:
     return spec
 
 
-def default_policy() -> StopRule:
+def default_stopping_rule() -> StopRule:
     """The default stopping policy (:class:`PredictiveMajority` with its documented parameters)."""
     return PredictiveMajority()

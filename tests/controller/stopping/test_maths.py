@@ -7,12 +7,8 @@ import random
 
 import pytest
 
-from retryctl.controller.stopping import (
-    beta_sf_half,
-    dirichlet_leader_prob,
-    gamma_p,
-    regularised_beta,
-)
+from retryctl.controller.stopping import beta_sf_half
+from retryctl.controller.stopping._maths import dirichlet_leader_prob, gamma_p, regularised_beta
 
 
 def _binomial_cdf_half(n: int, k: int) -> float:

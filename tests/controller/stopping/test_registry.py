@@ -14,8 +14,8 @@ from retryctl.controller.stopping import (
     FixedSamples,
     PredictiveMajority,
     ThresholdRule,
-    default_policy,
-    parse_policy,
+    default_stopping_rule,
+    parse_stopping_rule,
 )
 from retryctl.exceptions import ConfigError, UnknownPolicyError
 
@@ -35,20 +35,20 @@ class TestParsePolicy:
         ],
     )
     def test_builtin_names(self, name: str, kind: type) -> None:
-        assert isinstance(parse_policy(name).build(), kind)
+        assert isinstance(parse_stopping_rule(name).build(), kind)
 
     def test_parameters(self) -> None:
-        beta = parse_policy("ac-beta:0.99").build()
+        beta = parse_stopping_rule("ac-beta:0.99").build()
         assert isinstance(beta, AdaptiveBeta) and beta.threshold == 0.99
-        assert parse_policy("sc-7").build() == FixedSamples(n=7)
-        assert parse_policy("esc:8").build() == EscWindow(window=8)
-        assert parse_policy("threshold:0.9").build() == ThresholdRule(agreement=0.9)
-        assert parse_policy("default:0.99").build() == PredictiveMajority(threshold=0.99)
-        assert parse_policy("budget:5").build() == DifficultyBudget(probe=5, easy_max=5)
+        assert parse_stopping_rule("sc-7").build() == FixedSamples(n=7)
+        assert parse_stopping_rule("esc:8").build() == EscWindow(window=8)
+        assert parse_stopping_rule("threshold:0.9").build() == ThresholdRule(agreement=0.9)
+        assert parse_stopping_rule("default:0.99").build() == PredictiveMajority(threshold=0.99)
+        assert parse_stopping_rule("budget:5").build() == DifficultyBudget(probe=5, easy_max=5)
 
     def test_unknown_lists_known_names(self) -> None:
         with pytest.raises(UnknownPolicyError) as info:
-            parse_policy("magic")
+            parse_stopping_rule("magic")
         for known in KNOWN_POLICIES:
             assert known in str(info.value)
 
@@ -58,15 +58,15 @@ class TestParsePolicy:
     )
     def test_bad_parameters_name_the_field(self, name: str, field: str) -> None:
         with pytest.raises(ConfigError) as info:
-            parse_policy(name)
+            parse_stopping_rule(name)
         assert info.value.field == field
 
     def test_sweeps_stay_in_the_family(self) -> None:
-        assert parse_policy("ac-beta").sweep()[0] == "ac-beta:0.8"
-        assert "sc-40" in parse_policy("sc-5").sweep()
+        assert parse_stopping_rule("ac-beta").sweep()[0] == "ac-beta:0.8"
+        assert "sc-40" in parse_stopping_rule("sc-5").sweep()
         for name in BUILTIN_POLICIES:
-            for swept in parse_policy(name).sweep():
-                parse_policy(swept)
+            for swept in parse_stopping_rule(name).sweep():
+                parse_stopping_rule(swept)
 
     def test_default_policy_is_the_documented_one(self) -> None:
-        assert default_policy() == PredictiveMajority(threshold=0.975, prior=0.5)
+        assert default_stopping_rule() == PredictiveMajority(threshold=0.975, prior=0.5)

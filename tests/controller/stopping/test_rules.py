@@ -17,9 +17,9 @@ from retryctl.controller.stopping import (
     Tally,
     ThresholdRule,
     beta_sf_half,
-    predictive_stay_prob,
-    votes_of,
 )
+from retryctl.controller.stopping._adaptive import predictive_stay_prob
+from retryctl.controller.stopping._votes import votes_of
 from retryctl.exceptions import ConfigError
 
 

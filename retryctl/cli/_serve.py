@@ -1,0 +1,127 @@
+"""``retryctl serve``: the OpenAI-compatible gateway (:mod:`retryctl.gateway`) on uvicorn.
+
+On SIGTERM or Ctrl-C the gateway stops taking connections, finishes the requests in progress (for up to
+``--graceful-timeout`` seconds), then ends by the signal, as uvicorn does (a shell sees 143 or 130).
+Exit code 2: bad settings (one ``problem:`` line naming the option) or an embedded model that cannot
+run on this CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+__all__ = ["serve"]
+
+_USAGE_EXIT = 2
+_OPTION_OF = {
+    "upstream": "--upstream",
+    "upstream_model": "--upstream-model",
+    "model_name": "--model-name",
+    "max_concurrency": "--max-concurrency",
+    "timeout_s": "--timeout",
+    "retries": "--retries",
+    "retry_wait_s": "--retry-wait",
+    "breakers": "--breakers",
+    "breaker_failures": "--breaker-failures",
+    "breaker_cooldown_s": "--breaker-cooldown",
+    "log": "--log",
+}
+
+
+def serve(
+    *,
+    embedded: Annotated[bool, typer.Option("--embedded", help="Serve the embedded model (offline).")] = False,
+    upstream: Annotated[
+        str | None,
+        typer.Option("--upstream", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
+    ] = None,
+    upstream_model: Annotated[
+        str | None, typer.Option("--upstream-model", help="The model's name on the upstream.")
+    ] = None,
+    model_name: Annotated[
+        str | None,
+        typer.Option("--model-name", help="Name clients send (default: the upstream's, or smollm2)."),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8080,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="Decision log (JSONL) for adaptive requests.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
+    max_concurrency: Annotated[
+        int, typer.Option("--max-concurrency", min=1, help="Requests in progress per worker; past it, 429.")
+    ] = 64,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for one upstream request.")
+    ] = 60.0,
+    retries: Annotated[int, typer.Option("--retries", help="Transport retries per upstream request.")] = 3,
+    retry_wait: Annotated[
+        float, typer.Option("--retry-wait", help="Seconds before the first retry (doubling, jittered).")
+    ] = 0.5,
+    breakers: Annotated[
+        str, typer.Option("--breakers", help="Breaker state: memory, sqlite:PATH or redis://host:port/db.")
+    ] = "memory",
+    breaker_failures: Annotated[
+        int, typer.Option("--breaker-failures", help="Consecutive upstream failures that open its breaker.")
+    ] = 5,
+    breaker_cooldown: Annotated[
+        float, typer.Option("--breaker-cooldown", help="Seconds an open breaker refuses before a probe.")
+    ] = 30.0,
+    graceful_timeout: Annotated[
+        int, typer.Option("--graceful-timeout", min=0, help="Seconds to finish requests on shutdown.")
+    ] = 30,
+) -> None:
+    """Serve an OpenAI-compatible API that samples adaptively (``"adaptive": true``) and proxies the rest."""
+    from retryctl.gateway import GatewayConfig
+    from retryctl.gateway._app import CONFIG_ENV
+
+    try:
+        config = GatewayConfig(
+            embedded=embedded,
+            upstream=upstream,
+            upstream_model=upstream_model,
+            model_name=model_name,
+            log=log,
+            max_concurrency=max_concurrency,
+            timeout_s=timeout,
+            retries=retries,
+            retry_wait_s=retry_wait,
+            breakers=breakers,
+            breaker_failures=breaker_failures,
+            breaker_cooldown_s=breaker_cooldown,
+        )
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        where = f"{_OPTION_OF.get(field, '--' + field.replace('_', '-'))}: " if field else ""
+        problem = str(first["msg"]).removeprefix("Value error, ")
+        typer.echo(f"problem: {where}{problem}", err=True)
+        raise typer.Exit(_USAGE_EXIT) from None
+    if config.embedded:
+        from retryctl.cli._model_check import require_embedded_build
+
+        require_embedded_build()
+
+    import uvicorn
+
+    # Every worker (one or many) builds its app from the same JSON: uvicorn starts workers by import.
+    os.environ[CONFIG_ENV] = config.model_dump_json()
+    source = config.upstream if config.upstream else "the embedded model"
+    typer.echo(
+        f"retryctl gateway: serving {config.served_name!r} from {source} on http://{host}:{port}/v1", err=True
+    )
+    uvicorn.run(
+        "retryctl.gateway:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        timeout_graceful_shutdown=graceful_timeout,
+        log_level="warning",
+        access_log=False,
+    )

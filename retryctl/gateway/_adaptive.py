@@ -1,0 +1,253 @@
+"""An adaptive request, decided: the attempt engine driven over one backend (no LangGraph here).
+
+Per attempt the backend's breaker admits it, the sampling loop draws ``min_samples`` and then more until
+the request's stopping rule is satisfied or ``max_samples`` is reached (:mod:`retryctl.nodes._sampling`,
+the loop the controlled step runs), every draw reserved on the request's ledger first; the engine judges
+the tally with the leader's token confidence and says what follows: ``accept``; ``retry`` after a backoff
+(a transient upstream fault); or ``stop`` (budget spent, breaker open, a terminal fault, or a confidence
+below the threshold: the gateway has no one to ask and nothing to switch to, so the caller gets the
+leading answer with its confidence and decides). Each verdict is written to the decision log, and the
+request ends with a summary record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retryctl.audit import DecisionLog
+from retryctl.controller import (
+    Action,
+    AttemptEngine,
+    Breaker,
+    Clock,
+    Finish,
+    Ledger,
+    Request,
+    Sleep,
+    Verdict,
+    classify,
+)
+from retryctl.controller._breaker import counts_against
+from retryctl.gateway._request import AdaptiveOptions
+from retryctl.models import Candidate, ModelBackend, SamplingParams
+from retryctl.models._messages import Message
+from retryctl.models._retry import RetrySettings
+from retryctl.nodes._observe import best_candidate, leader_token_confidence, tally_of
+from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
+from retryctl.nodes._state import CandidateRecord
+
+__all__ = ["Decided", "decide_request"]
+
+STEP_ID = "chat.completions"
+"""The ``step_id`` of a gateway request's records in the decision log."""
+
+
+@dataclass
+class Decided:
+    """How an adaptive request ended."""
+
+    verdict: Verdict
+    """The last verdict (``accept``, or ``stop`` and why)."""
+    candidates: list[CandidateRecord]
+    """The samples of the last attempt, in the order drawn."""
+    chosen: CandidateRecord | None
+    """The first sample of the leading answer (``None``: nothing was drawn)."""
+    stopping_reason: str
+    """Why sampling ended (the stopping rule's reason, or what ended the request before it)."""
+    max_samples: int
+    samples_used: int
+    """Samples drawn over every attempt."""
+    input_tokens: int
+    output_tokens: int
+    """Tokens the upstream reported for every draw (the ``usage`` of the response)."""
+    error: BaseException | None = None
+    """The upstream's last fault, when the request ended on one."""
+    attempts: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    def candidate_summary(self) -> list[dict[str, Any]]:
+        """Each distinct answer with its votes and its share of the last attempt's samples."""
+        counts = Counter(c["answer"] for c in self.candidates)
+        total = max(1, len(self.candidates))
+        return [
+            {"answer": answer, "count": count, "confidence": round(count / total, 6)}
+            for answer, count in counts.most_common()
+        ]
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    outcome: SampleOutcome
+    error: BaseException | None
+
+
+async def decide_request(
+    *,
+    backend: ModelBackend,
+    messages: Sequence[Message],
+    params: SamplingParams,
+    options: AdaptiveOptions,
+    run_id: str,
+    retry: RetrySettings,
+    clock: Clock,
+    breaker: Breaker | None = None,
+    log: DecisionLog | None = None,
+) -> Decided:
+    """Sample ``messages`` adaptively under ``options`` until the engine finishes (see the module doc)."""
+    policy = options.controller_policy()
+    engine = AttemptEngine(
+        policy=policy,
+        backoff=lambda n, after: retry.backoff(n, None) if after is None else after,
+        refine_in_place=False,
+        interactive=False,
+    )
+    ledger = Ledger(budget=options.budget, clock=clock)
+    schedule = SamplingSchedule(
+        temperatures=(params.temperature,),
+        top_p=params.top_p,
+        seed=params.seed,
+        max_tokens=params.max_tokens,
+    )
+    target = backend.name
+    state, first = engine.start([target])
+    request: Request = first
+    samples = 0
+    tokens = [0, 0]  # input, output: what the upstream reported for every draw
+    history: list[dict[str, Any]] = []
+    while True:
+        if isinstance(request, Sleep):
+            await asyncio.sleep(request.seconds)
+            request = request.then
+        if isinstance(request, Finish):
+            break
+        loop = sampling(
+            messages=messages,
+            model=target,
+            attempt=state.attempt,
+            min_samples=policy.min_samples,
+            max_samples=policy.max_samples,
+            rule=policy.stopping_rule(),
+            equivalence=options.equivalence,
+            schedule=schedule,
+            ledgers=[ledger],
+        )
+        began = clock()
+        tried = await _attempt(backend, messages, loop, breaker, tokens)
+        latency_ms = (clock() - began) * 1000.0
+        out = tried.outcome
+        samples += len(out.candidates)
+        breakers = breaker.snapshot()[0] if breaker is not None else {}
+        snapshot = ledger.snapshot()
+        verdict = engine.judge(
+            state,
+            tally=tally_of(out.candidates, policy.max_samples),
+            stop=out.stop,
+            signals=[leader_token_confidence(out.candidates)] if out.candidates else [],
+            error=out.error,
+            budget_used=snapshot.used,
+            budget_limit=snapshot.limit,
+            exhausted=out.exhausted,
+            breakers=breakers,
+            notes=out.notes,
+        )
+        answers = [c["answer"] for c in out.candidates]
+        history.append({"attempt": state.attempt, "answers": answers, "action": verdict.action.value})
+        if log is not None:
+            log.record_verdict(
+                verdict,
+                run_id=run_id,
+                step_id=STEP_ID,
+                attempt=state.attempt,
+                target=target,
+                candidates_summary={"n": len(answers), "answers": answers},
+                latency_ms=latency_ms,
+            )
+        state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
+    used = ledger.snapshot().used
+    chosen = best_candidate(out.candidates)
+    decided = Decided(
+        verdict=verdict,
+        candidates=out.candidates,
+        chosen=chosen,
+        stopping_reason=_stopping_reason(out, verdict),
+        max_samples=policy.max_samples,
+        samples_used=samples,
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        error=tried.error,
+        attempts=state.attempt,
+        notes=list(out.notes),
+    )
+    if log is not None:
+        log.record_summary(
+            run_id=run_id,
+            step_id=STEP_ID,
+            final_answer=chosen["answer"] if chosen is not None and verdict.action is Action.ACCEPT else None,
+            sampling_history=history,
+            budget_used=dict(used),
+            budget_max={k: v for k, v in options.budget.model_dump().items()},
+        )
+    return decided
+
+
+async def _attempt(
+    backend: ModelBackend,
+    messages: Sequence[Message],
+    loop: Generator[DrawRequest, list[Candidate], SampleOutcome],
+    breaker: Breaker | None,
+    used: list[int],
+) -> _Attempt:
+    """One attempt: the breaker's admission, the sampling ``loop`` driven, the outcome reported."""
+    target = backend.name
+    if breaker is not None:
+        admission = breaker.admit(target)
+        if admission.refused is not None:
+            loop.close()
+            return _Attempt(SampleOutcome(error=classify(admission.refused)), admission.refused)
+    watched = _Watched(backend, used)
+    out = await run_async(loop, watched, messages)
+    if breaker is not None:
+        failed = out.error is not None and counts_against(out.error)
+        if failed or out.candidates:
+            breaker.report(target, failed=failed)
+    return _Attempt(out, watched.error if out.error is not None else None)
+
+
+class _Watched:
+    """The backend, keeping the last exception a draw raised (the response maps it to a status) and
+    the tokens its draws really used (the ledger charges at most a draw's reservation, an estimate)."""
+
+    def __init__(self, backend: ModelBackend, used: list[int]) -> None:
+        self._backend = backend
+        self.error: BaseException | None = None
+        self.used = used
+
+    @property
+    def name(self) -> str:
+        return self._backend.name
+
+    async def sample(
+        self, messages: Any, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        try:
+            drawn: list[Candidate] = await self._backend.sample(messages, params, k=k)
+        except Exception as exc:
+            self.error = exc
+            raise
+        self.used[0] += sum(c.usage.input_tokens for c in drawn)
+        self.used[1] += sum(c.usage.output_tokens for c in drawn)
+        return drawn
+
+
+def _stopping_reason(out: SampleOutcome, verdict: Verdict) -> str:
+    if out.stop is not None:
+        return out.stop.reason
+    if out.exhausted is not None:
+        return str(out.exhausted)
+    if out.error is not None:
+        return out.error.reason
+    return verdict.reason

@@ -1,0 +1,338 @@
+"""Where a request that is not adaptive goes: an OpenAI-compatible server (proxied) or the embedded model.
+
+:class:`HttpUpstream` forwards the caller's body as sent (``model`` set to the upstream's name, the
+gateway's own ``adaptive`` and ``retryctl`` fields taken out) with httpx, under the controller's rules:
+the upstream's breaker admits the request; a transient fault (a dropped connection, 408/409/425/429,
+a 5xx) is tried again with tenacity's backoff as the backends do (:func:`~retryctl.models._retry.
+call_with_retries`, ``Retry-After`` honoured), and is counted against the breaker when the retries do
+not get past it; a refusal (another 4xx) is the caller's, passed back as the upstream wrote it. A
+streamed answer is passed through chunk by chunk once the upstream has answered 200: a fault before
+that is retried like any other, one after it ends the stream (the caller has part of an answer by then).
+
+:class:`EmbeddedUpstream` answers from the in-process model: ``n`` candidates sampled with the request's
+knobs, a stream sent as one chunk per choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import orjson
+
+from retryctl.controller import Breaker, classify
+from retryctl.controller._breaker import counts_against
+from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
+from retryctl.gateway._errors import ApiError, from_fault
+from retryctl.gateway._request import ChatRequest
+from retryctl.models import (
+    BackendError,
+    BackendTimeout,
+    ModelBackend,
+    OpenAIBackend,
+    RetrySettings,
+    ToolSpec,
+    TransientBackendError,
+)
+from retryctl.models._openai_wire import parse_retry_after, status_error
+from retryctl.models._retry import call_with_retries
+
+__all__ = ["EmbeddedUpstream", "Forwarded", "HttpUpstream", "Upstream"]
+
+_GATEWAY_FIELDS = ("adaptive", "retryctl")
+"""Body fields the gateway reads and an upstream must not see (a strict server refuses unknown ones)."""
+_PER_POOL = 8
+"""Requests in flight on one of :class:`HttpUpstream`'s connection pools before the next takes more."""
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+@dataclass
+class Forwarded:
+    """An upstream's answer to pass to the caller: a whole body, or chunks to stream."""
+
+    status: int
+    media_type: str
+    content: bytes = b""
+    chunks: AsyncIterator[bytes] | None = None
+    close: Callable[[], Awaitable[None]] | None = None
+    """Called once the chunks are sent (or the caller went away): releases the upstream connection."""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Upstream(Protocol):
+    """What the gateway serves: a model by one name, a backend to sample it adaptively, a way to forward."""
+
+    @property
+    def name(self) -> str:
+        """The model name clients send (``GET /v1/models`` lists it)."""
+        ...
+
+    @property
+    def backend(self) -> ModelBackend:
+        """The backend adaptive requests sample."""
+        ...
+
+    async def forward(self, body: dict[str, Any], request: ChatRequest) -> Forwarded:
+        """Answer a request that is not adaptive; raise :class:`ApiError` for the caller."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release clients and connections."""
+        ...
+
+
+class HttpUpstream:
+    """An OpenAI-compatible server at ``base_url`` (``.../v1``) serving ``model``, which clients call
+    ``name`` (by default the same)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        name: str | None = None,
+        timeout_s: float,
+        retry: RetrySettings,
+        breaker: Breaker | None,
+        max_connections: int,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self._name = name or model
+        self.retry = retry
+        self.breaker = breaker
+        # Requests go straight to httpx's transports (its connection pools), not through an AsyncClient:
+        # the client's URL merging, cookie jar, auth and redirect steps were a sixth of the gateway's CPU
+        # per proxied request, and a gateway must not keep one caller's cookies for the next anyway.
+        # Several small pools instead of one large one: httpx's pool walks all its connections, probing
+        # each idle socket, whenever a request starts or ends, so one pool of 64 connections cost the
+        # gateway about 6 ms of CPU per request at 64 in flight (quadratic in the pool's size;
+        # ``bench/gateway_throughput.py``). A request takes the first pool with room, as
+        # :class:`~retryctl.models.OpenAIBackend` does with its clients; pools are made when first needed.
+        self._url = httpx.URL(self.base_url + "/chat/completions")
+        limits = httpx.Limits(max_connections=_PER_POOL, max_keepalive_connections=_PER_POOL)
+        proxy = _environment_proxy(self._url)  # as a client would have honoured it
+        self._make_pool: Callable[[], httpx.AsyncHTTPTransport] = lambda: httpx.AsyncHTTPTransport(
+            limits=limits, proxy=proxy
+        )
+        self._timeout = {"timeout": httpx.Timeout(timeout_s).as_dict()}
+        self._max_pools = max(1, -(-max_connections // _PER_POOL))
+        self._pools: list[httpx.AsyncHTTPTransport] = []
+        self._in_flight: list[int] = []
+        self._backend = OpenAIBackend(model=model, base_url=self.base_url, timeout_s=timeout_s, retry=retry)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def backend(self) -> ModelBackend:
+        return self._backend
+
+    async def forward(self, body: dict[str, Any], request: ChatRequest) -> Forwarded:
+        payload = {k: v for k, v in body.items() if k not in _GATEWAY_FIELDS}
+        payload["model"] = self.model
+        content = orjson.dumps(payload)
+        if self.breaker is not None:
+            admission = self.breaker.admit(self.model)
+            if admission.refused is not None:
+                retry_at = getattr(admission.refused, "retry_at", None)  # a store fault has none
+                wait = None if retry_at is None else max(0.0, retry_at - self.breaker.clock())
+                raise ApiError(
+                    503,
+                    f"upstream {self.model}: {classify(admission.refused).reason}",
+                    type="upstream_unavailable",
+                    code="breaker_open",
+                    retry_after_s=wait,
+                )
+        try:
+            forwarded = await self._tried(content, stream=request.stream)
+        except BackendError as exc:
+            self._report(failed=counts_against(classify(exc), exc))
+            raise from_fault(exc, upstream=self.model) from None
+        self._report(failed=False)
+        return forwarded
+
+    async def _tried(self, content: bytes, *, stream: bool) -> Forwarded:
+        """The first try on its own; after a fault worth retrying, tenacity's retries, handed that try's
+        fault as their first (so the backoffs, the retry log and ``attempts`` are theirs). Setting up
+        tenacity for every request, when nearly all need no retry, cost about 9 % of the gateway's
+        throughput at saturation."""
+        try:
+            return await self._once(content, stream=stream)
+        except BackendError as exc:
+            exc.attempts = 1
+            if not self.retry.should_retry(exc) or self.retry.attempts == 1:
+                raise
+            first: list[BackendError] = [exc]
+
+        async def again() -> Forwarded:
+            if first:
+                raise first.pop()
+            return await self._once(content, stream=stream)
+
+        return await call_with_retries(again, self.retry, label=self.model)
+
+    def _report(self, *, failed: bool) -> None:
+        if self.breaker is not None:
+            self.breaker.report(self.model, failed=failed)
+
+    def _lease(self) -> int:
+        """The index of the pool for one more request (counted in flight): the first with room, a new one
+        while there may be more, else the least busy (it queues the request)."""
+        counts = self._in_flight
+        index = next((i for i, n in enumerate(counts) if n < _PER_POOL), len(counts))
+        if index == len(counts):
+            if index < self._max_pools:
+                self._pools.append(self._make_pool())
+                counts.append(0)
+            else:
+                index = min(range(len(counts)), key=counts.__getitem__)
+        counts[index] += 1
+        return index
+
+    async def _once(self, content: bytes, *, stream: bool) -> Forwarded:
+        index = self._lease()
+        counts = self._in_flight  # the list this request counts in, even if aclose replaces it
+        pool = self._pools[index]
+        streaming = False  # a stream passed on holds its pool's connection until the stream is closed
+        try:
+            request = httpx.Request(
+                "POST", self._url, content=content, headers=_JSON_HEADERS, extensions=self._timeout
+            )
+            try:
+                response = await pool.handle_async_request(request)
+                response.request = request
+                if not stream or response.status_code >= 400:
+                    try:
+                        await response.aread()  # and the connection goes back to its pool
+                    except BaseException:
+                        await response.aclose()
+                        raise
+            except httpx.TimeoutException as exc:
+                raise BackendTimeout(f"{type(exc).__name__}: no answer in time", backend=self.model) from exc
+            except httpx.TransportError as exc:
+                raise TransientBackendError(
+                    f"connection failed: {type(exc).__name__}: {exc}", backend=self.model
+                ) from exc
+            media_type = response.headers.get("content-type", "application/json")
+            if response.status_code >= 400:
+                raw = response.content
+                error = status_error(
+                    response.status_code,
+                    f"HTTP {response.status_code}: {_message(raw)}",
+                    backend=self.model,
+                    retry_after_s=parse_retry_after(response.headers),
+                )
+                if error.retryable:
+                    raise error
+                return Forwarded(response.status_code, media_type, content=raw)  # the caller's to fix
+            if not stream:
+                return Forwarded(200, media_type, content=response.content)
+
+            async def close() -> None:
+                try:
+                    await response.aclose()
+                finally:
+                    counts[index] -= 1
+
+            streaming = True
+            return Forwarded(200, media_type, chunks=response.aiter_raw(), close=close)
+        finally:
+            if not streaming:
+                counts[index] -= 1
+
+    async def aclose(self) -> None:
+        pools, self._pools, self._in_flight = self._pools, [], []
+        for pool in pools:
+            await pool.aclose()
+        await self._backend.aclose()
+
+
+def _environment_proxy(url: httpx.URL) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``, ``HTTP_PROXY`` or ``ALL_PROXY``, unless
+    ``NO_PROXY`` excludes its host), as httpx's clients read it."""
+    if urllib.request.proxy_bypass(url.host):
+        return None
+    found = urllib.request.getproxies()
+    proxy = found.get(url.scheme) or found.get("all")
+    if not proxy:
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _message(raw: bytes) -> str:
+    """The upstream's error message in one line (its ``error.message`` when it sent OpenAI's shape)."""
+    try:
+        found = orjson.loads(raw)
+        text = str(found["error"]["message"]) if isinstance(found, dict) else raw.decode()
+    except (orjson.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+        text = raw.decode("utf-8", "replace")
+    return " ".join(text.split())[:200]
+
+
+class EmbeddedUpstream:
+    """The embedded model (or any in-process backend) answering requests itself."""
+
+    def __init__(self, backend: ModelBackend, *, name: str, default_max_tokens: int = 512) -> None:
+        self._backend = backend
+        self._name = name
+        self.default_max_tokens = default_max_tokens
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def backend(self) -> ModelBackend:
+        return self._backend
+
+    async def forward(self, body: dict[str, Any], request: ChatRequest) -> Forwarded:
+        params = request.sampling_params(default_max_tokens=self.default_max_tokens)
+        tools = _tools(body.get("tools"))
+        if tools:
+            params = dataclasses.replace(params, tools=tools)
+        n = request.n or 1
+        try:
+            candidates = await self._backend.sample(request.messages, params, k=n)
+        except BackendError as exc:
+            raise from_fault(exc, upstream=self._name) from None
+        done = completion(
+            model=self._name,
+            choices=[candidate_choice(i, c) for i, c in enumerate(candidates)],
+            # The prompt is read once for all n choices, as OpenAI counts it.
+            input_tokens=max((c.usage.input_tokens for c in candidates), default=0),
+            output_tokens=sum(c.usage.output_tokens for c in candidates),
+        )
+        if request.stream:
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return Forwarded(
+                200, "text/event-stream", chunks=_aiter(sse_chunks(done, include_usage=include_usage))
+            )
+        return Forwarded(200, "application/json", content=orjson.dumps(done))
+
+    async def aclose(self) -> None:
+        close = getattr(self._backend, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    if raw in (None, []):
+        return ()
+    if not isinstance(raw, list):
+        raise ApiError(400, "invalid 'tools': must be a list of tools", param="tools", code="invalid_value")
+    try:
+        return tuple(ToolSpec.coerce(t) for t in raw)
+    except ValueError as exc:
+        raise ApiError(400, f"invalid 'tools': {exc}", param="tools", code="invalid_value") from None
+
+
+async def _aiter(items: Iterable[bytes]) -> AsyncIterator[bytes]:
+    for item in items:
+        yield item

@@ -1,0 +1,192 @@
+"""What an audit is made of: the data types every other module of ``retryctl.report`` reads or fills.
+
+A *step* is one ``(run_id, step_id)`` pair: a question of a run, or a tool call. :class:`StepOutcome`
+is how one step went; :class:`Analysis` is everything an audit reports about one or more logs, as the
+fold (:mod:`retryctl.report._fold`) leaves it. This module imports nothing else of the package: the
+scanner, the folds, the entry points and the renderers all import it, never the other way round.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
+
+import msgspec
+
+from retryctl._answers import answers_agree
+
+__all__ = [
+    "CONFIDENCE_BINS",
+    "MAX_TOKEN_ROWS",
+    "PARALLEL_MIN_BYTES",
+    "Analysis",
+    "StepOutcome",
+    "TokenRow",
+    "add_token_rows",
+    "no_cyclic_gc",
+]
+
+CONFIDENCE_BINS = 20
+"""Bins of the confidence histogram over [0, 1]."""
+
+MAX_TOKEN_ROWS = 40
+"""Rows kept for the per-token heat map (the first ones logged); more would not be readable anyway."""
+
+PARALLEL_MIN_BYTES = 64 << 20
+"""Logs of fewer bytes in all are audited in one process: a fork costs more than it saves there."""
+
+
+class StepOutcome(msgspec.Struct, array_like=True, gc=False):
+    """How one step (``run_id``, ``step_id``) went, from its verdicts and its summary record.
+
+    A ``msgspec`` struct (mutable, compared by value): a worker process hands its steps over as
+    msgpack arrays (:mod:`retryctl.report._handover`), and making a million of them is cheaper.
+    """
+
+    run_id: str
+    """The run."""
+    step_id: str
+    """The step within the run."""
+    verdicts: int = 0
+    """Verdict records seen."""
+    actions: list[str] = msgspec.field(default_factory=list)
+    """Actions in order."""
+    attempts: int | float = 0
+    """Highest attempt number."""
+    samples: int | float = 0.0
+    """Samples used (cumulative ledger total, or the summary's ``budget_used``)."""
+    usd: int | float = 0.0
+    """Cost in USD, likewise."""
+    limits: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The step's limits by name (``None`` is off), from its last verdict or summary."""
+    last_action: str | None = None
+    """The last verdict's action (``None`` for a step with a summary only)."""
+    last_confidence: int | float | None = None
+    """The last verdict's fused confidence."""
+    last_reason: str = ""
+    """The last verdict's reason."""
+    threshold: Any = None
+    """The accept threshold the last verdict was judged against."""
+    answer: Any = None
+    """The summary's ``final_answer``, else the last verdict's answer."""
+    gold: str | None = None
+    """The gold answer, when the log carries one (``extra.gold``)."""
+    has_summary: bool = False
+    """Whether the run wrote a summary record for this step."""
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the step ended in ``accept``."""
+        return self.last_action == "accept"
+
+    @property
+    def correct(self) -> bool | None:
+        """Whether the answer matches the gold answer; ``None`` without gold."""
+        if self.gold is None:
+            return None
+        return self.answer is not None and answers_agree(self.answer, self.gold)
+
+    @property
+    def at_max_budget(self) -> bool:
+        """Whether some limit of the step was used up."""
+        used = {"samples": self.samples, "usd": self.usd}
+        for name, value in used.items():
+            limit = self.limits.get(name)
+            if isinstance(limit, int | float) and limit > 0 and value >= limit:
+                return True
+        return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenRow:
+    """Per-token uncertainty of one logged sample, for the heat map."""
+
+    label: str
+    """Which step and sample the row is."""
+    values: list[float]
+    """Per token: entropy in nats when logged (``token_entropy``), else surprisal ``-logprob``."""
+    kind: str
+    """``entropy`` or ``surprisal``."""
+
+
+@dataclass(kw_only=True)
+class Analysis:
+    """Everything an audit reports, gathered in one pass over one or more logs."""
+
+    paths: list[str] = field(default_factory=list)
+    """The logs read."""
+    records: int = 0
+    """Records decoded."""
+    undecodable_lines: list[str] = field(default_factory=list)
+    """``path:line`` of lines that were not JSON objects (also a chain failure)."""
+    invalid_records: list[str] = field(default_factory=list)
+    """``path:line: field ...: problem`` of records skipped for a field of the wrong type."""
+    verdict_records: int = 0
+    """Verdict records."""
+    summary_records: int = 0
+    """Summary records."""
+    repair_records: int = 0
+    """Repair records (a writer cut a torn line)."""
+    runs: set[str] = field(default_factory=set)
+    """Run ids seen."""
+    steps: dict[tuple[str, str], StepOutcome] = field(default_factory=dict)
+    """Every step, by ``(run_id, step_id)``, in first-seen order."""
+    actions: Counter[str] = field(default_factory=Counter)
+    """Verdicts by action."""
+    error_classes: Counter[str] = field(default_factory=Counter)
+    """Verdicts by the error class that led to them."""
+    transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Verdict flow: ``(from, to)`` counts, ``from`` being ``start`` for a step's first verdict."""
+    confidence_hist: list[int] = field(default_factory=lambda: [0] * CONFIDENCE_BINS)
+    """Verdict confidences in :data:`CONFIDENCE_BINS` equal bins over [0, 1]."""
+    target_samples: Counter[str] = field(default_factory=Counter)
+    """Samples charged to each model or tool."""
+    target_usd: Counter[str] = field(default_factory=Counter)
+    """USD charged to each model or tool."""
+    target_attempts: Counter[str] = field(default_factory=Counter)
+    """Verdicts (attempts decided) per model or tool."""
+    tools: set[str] = field(default_factory=set)
+    """Targets seen as tools (their verdicts summarise a tool call)."""
+    token_rows: list[TokenRow] = field(default_factory=list)
+    """Per-token rows for the heat map (the first :data:`MAX_TOKEN_ROWS` logged)."""
+
+
+def add_token_rows(out: Analysis, label: str, holder: dict[str, Any]) -> None:
+    """Keep per-token data from ``holder`` (``token_entropy`` or ``token_logprobs``) for the heat map."""
+    if len(out.token_rows) >= MAX_TOKEN_ROWS:
+        return
+    entropy = holder.get("token_entropy")
+    if _floats(entropy):
+        out.token_rows.append(TokenRow(label=label, values=[float(v) for v in entropy], kind="entropy"))
+        return
+    logprobs = holder.get("token_logprobs")
+    if _floats(logprobs):
+        out.token_rows.append(TokenRow(label=label, values=[-float(v) for v in logprobs], kind="surprisal"))
+
+
+def _floats(value: Any) -> TypeGuard[list[Any]]:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    )
+
+
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building large acyclic structures.
+
+    The fold allocates a few objects per step and the decoder a few dicts per record; the collector
+    would rescan the growing heap again and again, for no garbage (nothing here is cyclic).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

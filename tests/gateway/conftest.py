@@ -1,0 +1,16 @@
+"""Fixtures of the gateway tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.gateway._support import close_gateways
+
+
+@pytest.fixture(autouse=True)
+def _closed_gateways() -> Iterator[None]:
+    """Every gateway a test drove in this process is closed after it, on its own event loop."""
+    yield
+    close_gateways()

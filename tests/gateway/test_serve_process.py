@@ -1,0 +1,127 @@
+"""``retryctl serve`` as an operator runs it: graceful shutdown with a request in progress, replicas that
+share their breakers through Redis, and bad settings refused before anything starts."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.gateway._support import chat, serving
+from tests.models._fault_server import FaultServer, status
+
+LATENCY_SERVER = Path(__file__).resolve().parents[2] / "bench" / "_latency_server.py"
+
+
+@pytest.fixture
+def slow_upstream() -> Iterator[str]:
+    """bench/_latency_server.py answering every completion after 1.5 s; yields its /v1 URL."""
+    proc = subprocess.Popen(
+        [sys.executable, str(LATENCY_SERVER), "--latency", "1.5"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        port = proc.stdout.readline().split()[1]
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def one_in_progress(url: str, model: str) -> Iterator[list[httpx.Response]]:
+    """A request to ``url`` running in a thread, in progress at the gateway when the block starts;
+    its response is in the list once the block ends."""
+    answers: list[httpx.Response] = []
+    asking = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(url + "/chat/completions", json=chat(model=model), timeout=30)
+        )
+    )
+    asking.start()
+    while not httpx.get(url.removesuffix("/v1") + "/health").json()["in_flight"]:
+        time.sleep(0.01)
+    try:
+        yield answers
+    finally:
+        asking.join(timeout=30)
+
+
+class TestShutdown:
+    def test_sigterm_finishes_the_request_in_progress_then_ends_by_the_signal(
+        self, slow_upstream: str
+    ) -> None:
+        with serving("--upstream", slow_upstream, "--upstream-model", "slow") as (url, proc):
+            with one_in_progress(url, "slow") as answers:
+                proc.send_signal(signal.SIGTERM)
+            # uvicorn re-raises the signal once its requests are done, so the process ends as a
+            # SIGTERM'd one (what a supervisor expects), not with a status of its own.
+            assert proc.wait(timeout=30) == -signal.SIGTERM
+        assert [a.status_code for a in answers] == [200]
+        assert "The answer is 42." in answers[0].text
+
+
+class TestBackpressure:
+    def test_the_sdk_gets_a_rate_limit_error_past_max_concurrency(self, slow_upstream: str) -> None:
+        import openai
+
+        busy = ("--upstream", slow_upstream, "--upstream-model", "slow", "--max-concurrency", "1")
+        with serving(*busy) as (url, _), one_in_progress(url, "slow") as first:
+            client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+            with pytest.raises(openai.RateLimitError) as caught:
+                client.chat.completions.create(model="slow", messages=chat()["messages"])
+        assert caught.value.response.headers["retry-after"] == "1"
+        assert caught.value.body["code"] == "gateway_busy"  # type: ignore[index]
+        assert [r.status_code for r in first] == [200]  # the request in progress was not disturbed
+
+
+class TestReplicas:
+    def test_two_replicas_share_one_breaker_through_redis(
+        self, fault_server: FaultServer, redis_url: str
+    ) -> None:
+        model = f"fault-{uuid.uuid4().hex[:8]}"  # a breaker key of its own in the shared Redis
+        args = ("--upstream", fault_server.url, "--upstream-model", model, "--retries", "0")
+        shared = ("--breakers", redis_url, "--breaker-failures", "2", "--breaker-cooldown", "60")
+        with serving(*args, *shared) as (one, _), serving(*args, *shared) as (two, _):
+            fault_server.script.extend([status(500)] * 2)
+            failed = [
+                httpx.post(one + "/chat/completions", json=chat(model=model), timeout=30) for _ in range(2)
+            ]
+            assert [r.status_code for r in failed] == [502, 502]
+            refused = httpx.post(two + "/chat/completions", json=chat(model=model), timeout=30)
+        assert refused.status_code == 503  # the other replica's failures opened it
+        assert refused.json()["error"]["code"] == "breaker_open"
+        assert len(fault_server.requests) == 2  # the refused request never reached the upstream
+
+
+class TestBadSettings:
+    @pytest.mark.parametrize(
+        ("args", "named"),
+        [
+            ([], "--embedded"),
+            (["--upstream", "ftp://x", "--upstream-model", "m"], "--upstream"),
+            (["--upstream", "http://127.0.0.1:1/v1"], "--upstream-model"),
+            (["--embedded", "--breakers", "etcd://x"], "--breakers"),
+            (["--embedded", "--max-concurrency", "0"], "--max-concurrency"),
+        ],
+    )
+    def test_refused_with_one_line_naming_the_option(self, args: list[str], named: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "retryctl.cli", "serve", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2
+        assert named in done.stderr
+        assert "Traceback" not in done.stderr
