@@ -232,7 +232,7 @@ class HttpUpstream:
                     raise error
                 return Forwarded(response.status_code, media_type, content=raw)  # the caller's to fix
             if not stream:
-                return Forwarded(200, media_type, content=response.content)
+                return Forwarded(response.status_code, media_type, content=response.content)
 
             async def close() -> None:
                 try:
@@ -241,7 +241,7 @@ class HttpUpstream:
                     counts[index] -= 1
 
             streaming = True
-            return Forwarded(200, media_type, chunks=response.aiter_raw(), close=close)
+            return Forwarded(response.status_code, media_type, chunks=response.aiter_raw(), close=close)
         finally:
             if not streaming:
                 counts[index] -= 1
