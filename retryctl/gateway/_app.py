@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker
@@ -127,24 +128,15 @@ class Gateway:
                     forwarded.content, status_code=forwarded.status, media_type=forwarded.media_type
                 )
             streaming = True  # the request is in progress until its last chunk is sent
-            return StreamingResponse(
-                self._passed(forwarded), status_code=forwarded.status, media_type=forwarded.media_type
-            )
+            return _Passed(forwarded, self._release)
         except ApiError as exc:
             return exc.response()
         finally:
             if not streaming:
                 self.in_flight -= 1
 
-    async def _passed(self, forwarded: Forwarded) -> AsyncIterator[bytes]:
-        assert forwarded.chunks is not None
-        try:
-            async for chunk in forwarded.chunks:
-                yield chunk
-        finally:
-            self.in_flight -= 1
-            if forwarded.close is not None:
-                await forwarded.close()
+    def _release(self) -> None:
+        self.in_flight -= 1
 
     async def _adaptive(self, chat: ChatRequest) -> Response:
         run_id = new_run_id()
@@ -228,6 +220,27 @@ class Gateway:
         close = getattr(self.breaker.store, "close", None)
         if close is not None and self._owns_breaker:
             close()
+
+
+class _Passed(StreamingResponse):
+    """An upstream's stream passed on, chunk by chunk. Its request stays in progress, and the upstream
+    connection open, until the response ends however it ends: sent whole, cut by the upstream, or
+    abandoned by a caller that went away (even before the first chunk, when a generator's own
+    ``finally`` would never run)."""
+
+    def __init__(self, forwarded: Forwarded, release: Callable[[], None]) -> None:
+        assert forwarded.chunks is not None
+        super().__init__(forwarded.chunks, status_code=forwarded.status, media_type=forwarded.media_type)
+        self._forwarded = forwarded
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+            if self._forwarded.close is not None:
+                await self._forwarded.close()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

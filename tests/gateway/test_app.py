@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
+from starlette.requests import ClientDisconnect
 
 from retryctl.audit import DecisionLog, verify_log
 from retryctl.gateway import EmbeddedUpstream, Gateway, create_app
+from retryctl.gateway._app import _Passed
+from retryctl.gateway._upstream import Forwarded
 from retryctl.models import ScriptedBackend
 from tests.gateway._support import adaptive, call, chat, config
 
@@ -145,3 +150,59 @@ class TestBackpressure:
         assert refused.status_code == 429
         assert refused.headers["retry-after"] == "1"
         assert refused.json()["error"]["code"] == "gateway_busy"
+
+
+class _Streaming:
+    """An upstream whose answer is a stream of chunks; it records when its connection is released."""
+
+    name = "scripted"
+    backend = ScriptedBackend(["unused"])
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def forward(self, body: object, request: object) -> Forwarded:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b"data: one\n\n"
+            yield b"data: [DONE]\n\n"
+
+        async def close() -> None:
+            self.closed += 1
+
+        return Forwarded(200, "text/event-stream", chunks=chunks(), close=close)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class TestStreamPassthrough:
+    def test_a_stream_is_passed_on_and_its_request_and_connection_released(self) -> None:
+        upstream = _Streaming()
+        gateway = Gateway(config(), upstream=upstream)
+        response = call(gateway, "POST", "/v1/chat/completions", chat(stream=True))
+        assert response.text == "data: one\n\ndata: [DONE]\n\n"
+        assert gateway.in_flight == 0 and upstream.closed == 1
+
+    def test_a_caller_gone_before_the_first_chunk_still_releases_both(self) -> None:
+        # The send of the response's start fails (the caller hung up): the generator never starts,
+        # so only the response itself can release the request and the upstream connection.
+        upstream = _Streaming()
+        gateway = Gateway(config(), upstream=upstream)
+
+        async def go() -> None:
+            forwarded = await upstream.forward({}, None)
+            gateway.in_flight += 1
+            response = _Passed(forwarded, gateway._release)
+
+            async def receive() -> dict[str, object]:
+                await asyncio.sleep(3600)
+                return {"type": "http.disconnect"}
+
+            async def send(message: object) -> None:
+                raise OSError("the caller went away")
+
+            with pytest.raises(ClientDisconnect):  # Starlette's name for the failed send
+                await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+
+        asyncio.run(go())
+        assert gateway.in_flight == 0 and upstream.closed == 1
