@@ -61,6 +61,7 @@ class Gateway:
         log: DecisionLog | None = None,
     ) -> None:
         self.config = config
+        self.retry = config.retry_settings()  # one for the proxy and every adaptive request
         self.breaker = breaker if breaker is not None else config.breaker()
         self.upstream = upstream if upstream is not None else self._upstream()
         # What the gateway opened it closes; a log or breaker handed in stays its owner's.
@@ -83,7 +84,7 @@ class Gateway:
             model=cfg.upstream_model,
             name=cfg.served_name,
             timeout_s=cfg.timeout_s,
-            retry=cfg.retry_settings(),
+            retry=self.retry,
             breaker=self.breaker,
             max_connections=cfg.max_concurrency,
         )
@@ -146,7 +147,7 @@ class Gateway:
             params=chat.sampling_params(default_max_tokens=512),
             options=chat.options,
             run_id=run_id,
-            retry=self.config.retry_settings(),
+            retry=self.retry,
             clock=time.monotonic,
             breaker=self.breaker,
             log=self.log,

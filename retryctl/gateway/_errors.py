@@ -74,7 +74,7 @@ def from_validation(
     loc = tuple((renamed or {}).get(p, p) if isinstance(p, str) else p for p in first["loc"])
     param = _param((*prefix, *loc))
     given = first.get("input")
-    shown = "" if first["type"] == "missing" or "(got " in first["msg"] else f" (got {_short(given)})"
+    shown = "" if first["type"] == "missing" else f" (got {_short(given)})"
     problem = str(first["msg"]).removeprefix("Value error, ")
     return ApiError(400, f"invalid '{param}': {problem}{shown}", param=param, code="invalid_value")
 

@@ -117,16 +117,6 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
 
-    @field_validator("messages")
-    @classmethod
-    def _messages_have_roles(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for i, message in enumerate(messages):
-            role = message.get("role")
-            if role not in _ROLES:
-                # Raised as an ApiError by parse_body with the index in the param.
-                raise ValueError(f"messages[{i}].role: must be one of {sorted(_ROLES)} (got {role!r})")
-        return messages
-
     @property
     def options(self) -> AdaptiveOptions:
         """The adaptive options (defaults when the body has none)."""
@@ -146,6 +136,20 @@ class ChatRequest(BaseModel):
         except ValueError as exc:  # SamplingParams' own checks (ConfigError names the field)
             field = getattr(exc, "field", None)
             raise ApiError(400, f"invalid request: {exc}", param=field, code="invalid_value") from None
+
+    def check_roles(self) -> None:
+        """Refuse a message without a known role, naming it (``messages[1].role``). Checked here, not
+        by a pydantic validator: a field validator's error is located at the whole list."""
+        for i, message in enumerate(self.messages):
+            role = message.get("role")
+            if role not in _ROLES:
+                param = f"messages[{i}].role"
+                raise ApiError(
+                    400,
+                    f"invalid '{param}': must be one of {sorted(_ROLES)} (got {role!r})",
+                    param=param,
+                    code="invalid_value",
+                )
 
     def check_adaptive(self) -> None:
         """Refuse what an adaptive request cannot do, naming the field."""
@@ -192,15 +196,7 @@ def parse_body(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
     try:
         request = ChatRequest.model_validate(body)
     except ValidationError as exc:
-        raise _named(exc) from None
+        raise from_validation(exc) from None
+    request.check_roles()
     request.check_adaptive()
     return body, request
-
-
-def _named(exc: ValidationError) -> ApiError:
-    first = exc.errors(include_url=False)[0]
-    message = str(first.get("msg", ""))
-    if first["loc"] == ("messages",) and "].role: must be" in message:
-        param, problem = message.removeprefix("Value error, ").split(": ", 1)
-        return ApiError(400, f"invalid '{param}': {problem}", param=param, code="invalid_value")
-    return from_validation(exc)
