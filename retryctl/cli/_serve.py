@@ -75,6 +75,14 @@ def serve(
     graceful_timeout: Annotated[
         int, typer.Option("--graceful-timeout", min=0, help="Seconds to finish requests on shutdown.")
     ] = 30,
+    keep_alive: Annotated[
+        int,
+        typer.Option(
+            "--keep-alive",
+            min=1,
+            help="Seconds an idle client connection is kept open (above your load balancer's idle timeout).",
+        ),
+    ] = 75,
 ) -> None:
     """Serve an OpenAI-compatible API that samples adaptively (``"adaptive": true``) and proxies the rest."""
     from retryctl.gateway import GatewayConfig
@@ -109,6 +117,8 @@ def serve(
 
     import uvicorn
 
+    from retryctl.gateway._http import CoalescingHttpToolsProtocol
+
     # Every worker (one or many) builds its app from the same JSON: uvicorn starts workers by import.
     os.environ[CONFIG_ENV] = config.model_dump_json()
     source = config.upstream if config.upstream else "the embedded model"
@@ -122,6 +132,10 @@ def serve(
         port=port,
         workers=workers,
         timeout_graceful_shutdown=graceful_timeout,
+        # uvicorn's own 5 s is below every load balancer's idle timeout (60 s is common): a balancer
+        # reusing a connection the gateway has just closed turns a good request into its own 502.
+        timeout_keep_alive=keep_alive,
         log_level="warning",
         access_log=False,
+        http=CoalescingHttpToolsProtocol,
     )

@@ -3,6 +3,7 @@ share their breakers through Redis, and bad settings refused before anything sta
 
 from __future__ import annotations
 
+import http.client
 import signal
 import subprocess
 import sys
@@ -82,6 +83,43 @@ class TestBackpressure:
         assert caught.value.response.headers["retry-after"] == "1"
         assert caught.value.body["code"] == "gateway_busy"  # type: ignore[index]
         assert [r.status_code for r in first] == [200]  # the request in progress was not disturbed
+
+
+def _idle_connection(url: str) -> http.client.HTTPConnection:
+    """A client connection to the gateway at ``url`` that has had one whole answer and now idles."""
+    address = httpx.URL(url)
+    conn = http.client.HTTPConnection(address.host, address.port, timeout=10)
+    conn.request("GET", "/health")
+    answer = conn.getresponse()
+    assert answer.status == 200 and answer.read()
+    return conn
+
+
+def _closed_by_server(conn: http.client.HTTPConnection) -> bool:
+    assert conn.sock is not None  # still open on this side
+    conn.sock.setblocking(False)
+    try:
+        return conn.sock.recv(1) == b""  # the answer was read whole: only the server's FIN is left
+    except BlockingIOError:
+        return False  # nothing to read, the connection still open
+
+
+class TestKeepAlive:
+    def test_an_idle_connection_outlives_uvicorns_five_seconds_and_keep_alive_sets_it(
+        self, slow_upstream: str
+    ) -> None:
+        # A load balancer keeps idle connections for 60 s on many; a gateway that closed its end at
+        # uvicorn's 5 s would see the balancer reuse a closed connection and answer 502.
+        upstream = ("--upstream", slow_upstream, "--upstream-model", "slow")
+        with serving(*upstream) as (default, _), serving(*upstream, "--keep-alive", "1") as (short, _):
+            kept, cut = _idle_connection(default), _idle_connection(short)
+            try:
+                time.sleep(5.5)
+                assert not _closed_by_server(kept)
+                assert _closed_by_server(cut)
+            finally:
+                kept.close()
+                cut.close()
 
 
 class TestReplicas:
