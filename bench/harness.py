@@ -80,6 +80,10 @@ def _middleware(data: dict[str, Any]) -> list[Row]:
             f"{data['unlogged_step_ms']:.3f} ms ({data['ratio_unlogged']:.3f}x bare)",
         ),
         row(
+            "  pass-through writing one record per call (the floor), per run",
+            f"{data['floor_step_ms']:.3f} ms ({data['ratio_floor']:.3f}x bare)",
+        ),
+        row(
             "middleware overhead: controlled / bare",
             f"{data['ratio']:.3f}x",
             "<= 1.10x",

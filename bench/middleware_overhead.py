@@ -9,7 +9,9 @@ agent run pays: LangChain's agent graph, LangGraph's Pregel loop, the model's an
 and (controlled) the controller's verdict on every call, written to a real ``DecisionLog`` in a
 temporary file. A third agent runs the controller without a log, to show what the durable record
 costs; a fourth has a pass-through middleware (``wrap_model_call`` and ``wrap_tool_call`` that only
-call the handler), to show what any middleware costs before the controller does anything. Rounds
+call the handler), to show what any middleware costs before the controller does anything; a fifth is
+that pass-through writing one verdict record per call and deciding nothing (the floor of any middleware
+that keeps a durable record of every decision: no controller can cost less than it). Rounds
 rotate the agents so machine load hits all alike; each round's figure is the median step time and
 the best round of each is reported (best-of-N medians), with the median of the rounds' own
 ratios as a second view. The overhead per decision is (controlled -
@@ -45,6 +47,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from retryctl.audit import DecisionLog, verify_log
+from retryctl.controller import Action, Evidence, Verdict
 from retryctl.middleware import RetryController
 
 RATIO_TARGET = 1.10
@@ -84,6 +87,45 @@ class PassThrough(AgentMiddleware):
         return handler(request)
 
 
+_FIXED = Verdict(
+    action=Action.ACCEPT,
+    reason="confidence 1.00 >= threshold 0.80",
+    confidence=1.0,
+    evidence=Evidence(signals={"validators": 1.0}, thresholds={"accept": 0.8}),
+)
+
+
+class RecordOnly(PassThrough):
+    """The pass-through plus one verdict record per call, the same verdict object every time (the
+    log's cheapest path): the least a durable, hash-chained record of every decision can cost, with no
+    decision made."""
+
+    def __init__(self, log: DecisionLog) -> None:
+        self.log = log
+        self.calls = itertools.count(1)
+
+    def _record(self, target: str) -> None:
+        self.log.append_verdict(
+            _FIXED,
+            run_id="floor",
+            step_id=f"{target}:{next(self.calls)}",
+            attempt=1,
+            candidates_summary={"target": target},
+            latency_ms=0.5,
+            target=target,
+        )
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        answer = handler(request)
+        self._record("model")
+        return answer
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        answer = handler(request)
+        self._record("tool")
+        return answer
+
+
 @tool
 def noop() -> str:
     """Do nothing and say so."""
@@ -109,6 +151,7 @@ def round_median(agent: Any, steps: int) -> float:
 
 def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[str, Any]:
     log = DecisionLog(log_path)
+    floor_log = DecisionLog(log_path.with_name("floor.jsonl"))
     agents: dict[str, Any] = {
         "bare": build([]),
         "controlled": build([RetryController(log=log)]),
@@ -116,6 +159,9 @@ def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[s
         "unlogged": build([RetryController()]),
         # Any middleware at all: LangChain's wrapping of the hooks, before the controller does anything.
         "passthrough": build([PassThrough()]),
+        # The pass-through writing one record per call and deciding nothing: the floor of any
+        # middleware that keeps a durable record of every decision.
+        "floor": build([RecordOnly(floor_log)]),
     }
     warmup = max(20, steps // 10)
     for agent in agents.values():  # imports, pydantic schema caches, the log file's first open
@@ -132,6 +178,7 @@ def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[s
             top=30,
         )
     log.close()
+    floor_log.close()
     report = verify_log(log_path)
     assert report.ok, report
     decisions_per_step = report.records / (rounds * steps + warmup + prof)
@@ -150,6 +197,8 @@ def measure(steps: int, rounds: int, log_path: Path, *, prof: int = 0) -> dict[s
         "ratio_unlogged": best["unlogged"] / best["bare"],
         "ratio_paired": paired_ratio(runs, "controlled", "bare"),
         "ratio_passthrough": best["passthrough"] / best["bare"],
+        "floor_step_ms": best["floor"] * 1000.0,
+        "ratio_floor": best["floor"] / best["bare"],
         "decisions_per_step": decisions_per_step,
         "per_decision_ms": per_decision_ms,
         "per_decision_vs_passthrough_ms": (best["controlled"] - best["passthrough"])
@@ -182,6 +231,10 @@ def main() -> None:
     print(
         f"pass-through middleware:  {res['passthrough_step_ms']:.3f} ms/run "
         f"({res['ratio_passthrough']:.3f}x bare; round medians: {fmt('passthrough')})"
+    )
+    print(
+        f"records only (floor):     {res['floor_step_ms']:.3f} ms/run "
+        f"({res['ratio_floor']:.3f}x bare; round medians: {fmt('floor')})"
     )
     print(
         f"RetryController + log:    {res['controlled_step_ms']:.3f} ms/run "

@@ -6,9 +6,9 @@ A run paused at ``ask_user`` may be resumed from its checkpoint in another proce
 holds many runs forgets the oldest; either way the run is met again without its ledger. So the spend
 is also written where it lasts, as a :class:`RunRecord`:
 
-- **in the agent state**, under the private key ``retryctl_run`` (checkpoints keep it): ``before_agent``
-  writes the new run's record, and every model call writes it again as part of the model node's
-  update (``ExtendedModelResponse``). That record includes the tool calls of the turns before it.
+- **in the agent state**, under the private key ``retryctl_run`` (checkpoints keep it): every model
+  call writes the run's record as part of the model node's update (``ExtendedModelResponse``). That
+  record includes the tool calls of the turns before it.
 - **in the tool journal**, under ``retryctl.run/<run id>``, when a hook is left by an interrupt: a
   node that interrupts writes nothing to the state, so what its calls spent before the question
   (the tool attempt whose result is asked about, the model attempts before a model call asks) would
@@ -58,7 +58,7 @@ from retryctl.controller._budget import COUNT_NAMES
 from retryctl.controller._clock import ShiftedClock
 from retryctl.exceptions import ConfigError
 
-__all__ = ["RunRecord", "Spend", "fresh_record", "journal_key", "read_record", "seeded_ledger", "spend_of"]
+__all__ = ["RunRecord", "Spend", "anchor_of", "journal_key", "read_record", "seeded_ledger", "spend_of"]
 
 _WHERE = "state['retryctl_run']"
 
@@ -68,6 +68,9 @@ class RunRecord(TypedDict):
 
     id: str
     """The run's id (its ledger's key in the book)."""
+    anchor: NotRequired[str]
+    """The id of the user message the run answers: a record whose anchor is not the state's latest
+    user message is an earlier run's (records of versions before it have none; see ``_runs``)."""
     used: NotRequired[dict[str, float]]
     """The ledger's committed totals by limit name; ``wall_s`` the seconds elapsed."""
     extended: NotRequired[dict[str, float]]
@@ -96,25 +99,20 @@ class Spend:
             tool_calls=max(self.tool_calls, other.tool_calls),
         )
 
-    def record(self, run_id: str) -> RunRecord:
-        """This spend as the run's record."""
-        return {
-            "id": run_id,
-            "used": dict(self.used),
-            "extended": dict(self.extended),
-            "model_calls": self.model_calls,
-            "tool_calls": self.tool_calls,
-        }
+    def record(self, run_id: str, anchor: str | None = None) -> RunRecord:
+        """This spend as the record of the run ``run_id``, answering the user message ``anchor``."""
+        record: RunRecord = {"id": run_id}
+        if anchor is not None:
+            record["anchor"] = anchor
+        record["used"] = dict(self.used)
+        record["extended"] = dict(self.extended)
+        record["model_calls"] = self.model_calls
+        record["tool_calls"] = self.tool_calls
+        return record
 
 
 def _max(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
     return {n: max(a.get(n, 0.0), b.get(n, 0.0)) for n in LIMIT_NAMES if n in a or n in b}
-
-
-def fresh_record(run_id: str) -> RunRecord:
-    """The record of a run that has spent nothing yet (what :func:`spend_of` gives a new ledger, the
-    elapsed microseconds aside)."""
-    return Spend(dict.fromkeys(LIMIT_NAMES, 0.0)).record(run_id)
 
 
 def journal_key(run_id: str) -> str:
@@ -138,12 +136,21 @@ def read_record(value: object, where: str = _WHERE) -> tuple[str | None, Spend |
     unknown = sorted(set(value) - RunRecord.__required_keys__ - RunRecord.__optional_keys__)
     if unknown:
         raise ConfigError(field=f"{where}[{unknown[0]!r}]", value=value[unknown[0]], problem="unknown field")
+    anchor_of(value, where)
     return run_id, Spend(
         used=_amounts(value.get("used", {}), f"{where}['used']"),
         extended=_amounts(value.get("extended", {}), f"{where}['extended']"),
         model_calls=_count(value.get("model_calls", 0), f"{where}['model_calls']"),
         tool_calls=_count(value.get("tool_calls", 0), f"{where}['tool_calls']"),
     )
+
+
+def anchor_of(value: object, where: str = _WHERE) -> str | None:
+    """The anchor of a record (:func:`read_record` checks the rest); ``None`` for a record without one."""
+    anchor = value.get("anchor") if isinstance(value, Mapping) else None
+    if anchor is not None and (not isinstance(anchor, str) or not anchor):
+        raise ConfigError(field=f"{where}['anchor']", value=anchor, problem="must be a non-empty string")
+    return anchor
 
 
 def _amounts(value: object, where: str) -> dict[str, float]:

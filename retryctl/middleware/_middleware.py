@@ -20,14 +20,13 @@ from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, T
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, EquivalenceLike, Policy, PriceTable
 from retryctl.controller._clock import monotonic
 from retryctl.exceptions import ConfigError
-from retryctl.middleware._carry import fresh_record, read_record
+from retryctl.middleware._carry import read_record
 from retryctl.middleware._config import check_fallbacks, check_groups, check_type, group_tools, open_log
 from retryctl.middleware._drive import adrive, drive
 from retryctl.middleware._models import ModelCalls
@@ -63,10 +62,11 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
 
     The hooks:
 
-    - ``before_agent`` opens the run: a fresh ledger under ``budget``, its record (id and spend) kept
-      in the agent state (``retryctl_run``) so a run resumed after an interrupt goes on with the same
-      ledger. A middleware instance serves any number of runs and threads at once; each run has its
-      own ledger.
+    - A run is the agent's work on the user's latest message: the first call after a new user message
+      opens it, with a fresh ledger under ``budget``. Its record (id and spend) is kept in the agent
+      state (``retryctl_run``) by each model call, so a run resumed after an interrupt goes on with
+      the same ledger. A middleware instance serves any number of runs and threads at once; each run
+      has its own ledger.
     - ``wrap_tool_call`` / ``awrap_tool_call`` run each call as
       :class:`~retryctl.nodes.ControlledToolNode` runs it: transient faults are retried with
       backoff (at least the server's ``Retry-After``), a failing tool switches to the next member of
@@ -225,14 +225,6 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         )
 
     # -- runs ---------------------------------------------------------------------------------------
-
-    def before_agent(self, state: RetryControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Open the run: a fresh ledger, its record (id, nothing spent) written to the state."""
-        return {RUN_KEY: fresh_record(self.runs.open().id)}  # nothing spent: no ledger to read
-
-    async def abefore_agent(self, state: RetryControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """The async twin of :meth:`before_agent`."""
-        return self.before_agent(state, runtime)
 
     def run(self, run: str | Mapping[str, Any]) -> Run | None:
         """The run of this id or record (``state["retryctl_run"]``, e.g. from
