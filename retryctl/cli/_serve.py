@@ -84,7 +84,7 @@ def serve(
         ),
     ] = 75,
 ) -> None:
-    """Serve an OpenAI-compatible API that samples adaptively (``"adaptive": true``) and proxies the rest."""
+    """Serve an OpenAI-compatible API that samples adaptively ("adaptive": true) and proxies the rest."""
     from retryctl.gateway import GatewayConfig
     from retryctl.gateway._app import CONFIG_ENV
 
