@@ -1,9 +1,10 @@
 """What a model call may cost, reserved on the run's ledger before it runs, and what it did cost.
 
 A ledger charges a call at most what it reserved (so no total passes a limit), so a reservation must
-be an upper bound: two characters per token over-estimates every real tokenizer for the prompt; the
-answer is bounded by the model's ``max_tokens`` when it has one, else by what the budget has left.
-A limit that is off reserves :data:`UNBOUNDED`, so the actual use is always charged in full.
+be an upper bound. The prompt's is :func:`~retryctl.models._prompt_bound.prompt_tokens_bound`, plus its
+tools' schemas at two characters a token (JSON is mostly words and punctuation). The answer is bounded
+by the model's ``max_tokens`` when it has one, else by what the budget has left. A limit that is off
+reserves :data:`UNBOUNDED`, so the actual use is always charged in full.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from retryctl.controller import Budget, PriceTable, Usage
+from retryctl.models._prompt_bound import prompt_tokens_bound
 
 __all__ = ["UNBOUNDED", "actual_usage", "estimate_usage", "model_key"]
 
@@ -35,14 +37,15 @@ def model_key(model: BaseChatModel) -> str:
     return type(model).__name__
 
 
-def _chars(messages: Sequence[BaseMessage], tools: Sequence[BaseTool | dict[str, Any]]) -> int:
-    text = sum(len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", []) or [])) for m in messages)
+def _input_bound(messages: Sequence[BaseMessage], tools: Sequence[BaseTool | dict[str, Any]]) -> int:
+    texts = [str(m.content) + json.dumps(getattr(m, "tool_calls", []) or []) for m in messages]
+    schemas = 0
     for tool in tools:
         try:
-            text += len(json.dumps(tool if isinstance(tool, dict) else convert_to_openai_tool(tool)))
+            schemas += len(json.dumps(tool if isinstance(tool, dict) else convert_to_openai_tool(tool)))
         except (TypeError, ValueError):
-            text += 2000  # a schema that does not serialise still costs tokens
-    return text
+            schemas += 2000  # a schema that does not serialise still costs tokens
+    return prompt_tokens_bound(texts) + schemas // 2
 
 
 def estimate_usage(
@@ -58,7 +61,7 @@ def estimate_usage(
     # Measuring the prompt (its tools' schemas included) only matters under a token limit.
     input_tokens = UNBOUNDED
     if remaining.input_tokens is not None:
-        input_tokens = _chars(messages, tools) // 2 + 8 * len(messages)
+        input_tokens = _input_bound(messages, tools)
     if remaining.output_tokens is None:
         output_tokens = UNBOUNDED
     elif isinstance(max_tokens := getattr(model, "max_tokens", None), int) and max_tokens > 0:

@@ -43,6 +43,7 @@ from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
 from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
+from retryctl.models._prompt_bound import prompt_tokens_bound
 from retryctl.models._retry import RetryListener, TransportRetry, transport_retries
 from retryctl.nodes._state import CandidateRecord
 
@@ -178,10 +179,8 @@ class SampleOutcome:
 def _estimate(
     messages: Sequence[Message], req: DrawRequest, model: str, prices: PriceTable | None
 ) -> BudgetUsage:
-    # No tokenizer here: two characters per token over-estimates every real tokenizer, and a
-    # reservation must be an upper bound (the ledger charges at most what was reserved).
-    chars = sum(len(str(m.get("content") or "")) for m in messages)
-    input_tokens = (chars // 2 + 8 * len(messages)) * req.k
+    # A reservation must be an upper bound: the ledger charges at most what was reserved.
+    input_tokens = prompt_tokens_bound([str(m.get("content") or "") for m in messages]) * req.k
     output_tokens = req.params.max_tokens * req.k
     usd = prices.cost(model, input_tokens=input_tokens, output_tokens=output_tokens) if prices else 0.0
     return BudgetUsage(

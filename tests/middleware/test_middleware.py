@@ -92,7 +92,7 @@ class TestRunLedger:
         model = ScriptedChat(script=[say("unused")])
         controller = RetryController(budget=Budget(input_tokens=50), asleep=ano_wait)
         out = Agent(model, [multiply], controller, mode).ask("why? " * 100)
-        assert model.seen == []  # reserved (2 characters a token) before the call, and refused
+        assert model.seen == []  # its bound reserved before the call, and refused
         assert "budget 'input_tokens'" in str(out["messages"][-1].content)
 
     def test_each_run_has_its_own_ledger(self, mode: str) -> None:
