@@ -142,7 +142,7 @@ STOPPING = {
     "AdaptiveBeta", "AdaptiveDirichlet", "BUILTIN_POLICIES", "DifficultyBudget", "EscWindow",
     "FixedSamples", "KNOWN_POLICIES", "PredictiveMajority", "RuleLike", "StopAll", "StopAny",
     "StopDecision", "StopRule", "StoppingRule", "StoppingRuleSpec", "Tally", "ThresholdRule", "as_rule",
-    "beta_sf_half", "default_stopping_rule", "parse_stopping_rule",
+    "beta_sf_half", "default_stopping_rule", "fewest_more", "parse_stopping_rule",
 }  # fmt: skip
 
 NODES = {

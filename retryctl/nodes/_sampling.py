@@ -5,6 +5,14 @@ The loop is one generator with no I/O (as httpx drives auth flows): it yields a 
 and receives the candidates, or the exception the backend raised. :func:`run_sync` and :func:`run_async`
 only perform the draws, so the sync and async steps share every decision.
 
+A draw takes every sample the stopping rule is sure to need before it could stop
+(:func:`~retryctl.controller.stopping.fewest_more`; at least ``min_samples`` first and
+``SamplingSchedule.batch`` after): a rule that stops soonest when the samples agree is asked after
+the draw the same questions it would have been asked after each sample, so the samples drawn (their
+seeds are their indices) and the stop are those of drawing one at a time, and a server that takes
+``n`` or parallel calls returns them in one wait. The default rule with ``max_samples`` 8 cannot stop
+before 3 agreeing samples: the gateway's ``bench/gateway_throughput.py`` draws those in one call.
+
 A backend's own transport retries (an HTTP 503 sent again inside one draw) are budgeted here too: each
 request carries a listener (:attr:`DrawRequest.on_retry`) that the drivers install around the draw
 (:func:`~retryctl.models._retry.transport_retries`); it charges ``transport_retries`` on every ledger,
@@ -39,6 +47,7 @@ from retryctl.controller import (
     token_confidence,
 )
 from retryctl.controller import Usage as BudgetUsage
+from retryctl.controller.stopping import fewest_more
 from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
 from retryctl.models._base import sample_within
@@ -232,12 +241,19 @@ def sampling(
     answers: list[str | None] = []
     confidences: list[float | None] = []
     cap = max_samples
-    k = min(min_samples, cap)
+    plain = min(min_samples, cap)  # the draw's size, asking the rule after every sample
+    k = plain
+    if schedule.disagreement_temperature is None:  # else the draws after the first differ in kind
+        k = min(max(plain, fewest_more(rule, Tally.of((), max_samples=cap))), cap)
     while True:
         charge = _TransportCharge(ledgers)
         params = schedule.params(attempt=attempt, drawn=len(answers), disagreed=bool(answers))
         req = DrawRequest(k, params, on_retry=charge)
         held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
+        if isinstance(held, Exhaustion) and k > plain:
+            # The budget may not hold the whole batch: then as many as drawing one by one would get.
+            req = DrawRequest(plain, params, on_retry=charge)
+            held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
         if isinstance(held, Exhaustion):
             if not answers:
                 out.exhausted = held
@@ -275,7 +291,11 @@ def sampling(
             cap = max(len(answers), min(cap, decision.max_samples))
         if decision.stop or len(answers) >= cap:
             return out
-        k = min(schedule.batch, cap - len(answers))
+        # The samples the rule is sure to need, in one call: the same samples and the same stop as
+        # asking it after each one, without waiting for them one by one.
+        tally = Tally.of(answers, conf_list, max_samples=cap)
+        plain = min(schedule.batch, cap - len(answers))
+        k = min(max(plain, fewest_more(rule, tally)), cap - len(answers))
 
 
 def _listening(req: DrawRequest) -> AbstractContextManager[None]:

@@ -355,10 +355,31 @@ class TestSampling:
         policy = Policy(stopping="sc-3", min_samples=1, max_samples=5)
         out = run(ControlledStep(backend, policy=policy, schedule=schedule).compile(), user("q"))
         assert out.actions == ["accept"]
-        assert [c.k for c in backend.calls] == [1, 1, 1]
-        assert [c.params.temperature for c in backend.calls] == [0.2, 1.0, 1.0]
-        assert [c.params.seed for c in backend.calls] == [10, 11, 12]
+        # min_samples first, then the two more sc-3 is sure to need, in one call: the same samples
+        # (seeds 10, 11, 12) as one call each.
+        assert [c.k for c in backend.calls] == [1, 2]
+        assert [c.params.temperature for c in backend.calls] == [0.2, 1.0]
+        assert [c.params.seed for c in backend.calls] == [10, 11]
+        assert [c["seed"] for c in out.output["candidates"]] == [10, 11, 12]
         assert {c.params.top_p for c in backend.calls} == {0.9}
+
+    def test_the_samples_the_rule_is_sure_to_need_come_in_one_call(self, run: Runner) -> None:
+        # The default rule at a cap of 8 cannot stop before 3 agreeing samples: one call of 3, and
+        # the rule is asked then, where it would have stopped asking after each.
+        backend = ScriptedBackend(["42"] * 3)
+        policy = Policy(stopping="default", min_samples=1, max_samples=8)
+        out = run(ControlledStep(backend, policy=policy).compile(), user("q"))
+        assert out.actions == ["accept"]
+        assert [c.k for c in backend.calls] == [3]
+        assert out.output["result"]["usage"]["samples"] == 3
+
+    def test_a_budget_too_small_for_the_batch_gets_what_one_by_one_would(self, run: Runner) -> None:
+        backend = ScriptedBackend(["42"] * 3)
+        policy = Policy(stopping="default", min_samples=1, max_samples=8, on_budget_exhausted="stop")
+        step = ControlledStep(backend, policy=policy, budget=Budget(samples=2))
+        out = run(step.compile(), user("q"))
+        assert [c.k for c in backend.calls] == [1, 1]  # 3, then 2, did not fit: one at a time
+        assert out.output["result"]["usage"]["samples"] == 2
 
     def test_each_attempt_has_its_own_temperature_and_seeds(self, run: Runner) -> None:
         backend = ScriptedBackend(["41", "42"])

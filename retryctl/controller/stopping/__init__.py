@@ -21,6 +21,7 @@ from retryctl.controller.stopping._base import (
     StopRule,
     Tally,
     as_rule,
+    fewest_more,
 )
 from retryctl.controller.stopping._maths import (
     beta_sf_half,
@@ -60,5 +61,6 @@ __all__ = [
     "as_rule",
     "beta_sf_half",
     "default_stopping_rule",
+    "fewest_more",
     "parse_stopping_rule",
 ]

@@ -51,6 +51,7 @@ class _PosteriorRule(StopRule):
     prior: float = 1.0
     """Prior pseudo-count per outcome: 1 is the paper's uniform prior, 0.5 Jeffreys'."""
     order_free: bool = field(init=False, default=True, compare=False)
+    soonest_on_agreement: bool = field(init=False, default=True, compare=False)
     what: ClassVar[str] = "posterior"
 
     def __post_init__(self) -> None:
@@ -153,6 +154,7 @@ class PredictiveMajority(StopRule):
     """Beta prior pseudo-count for the leader and for each rival (0.5 = Jeffreys)."""
     name: str = field(init=False, default="default", compare=False)
     order_free: bool = field(init=False, default=True, compare=False)
+    soonest_on_agreement: bool = field(init=False, default=True, compare=False)
 
     def __post_init__(self) -> None:
         check_probability("threshold", self.threshold)

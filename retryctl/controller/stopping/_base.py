@@ -22,6 +22,7 @@ __all__ = [
     "StoppingRule",
     "Tally",
     "as_rule",
+    "fewest_more",
 ]
 
 
@@ -123,6 +124,10 @@ class StopRule:
     """True when reordering the samples (answers with their confidences) never changes the decision:
     it then depends only on how many votes each answer has, how many samples had none, and
     ``max_samples``, so a replay may cache decisions by that signature."""
+    soonest_on_agreement: bool = False
+    """True when no samples can make the rule stop sooner than samples that all agree on one outcome
+    (an answer, or none), each as confident as can be (confidence 1): :func:`fewest_more` may then
+    draw the samples the rule is sure to need in one call."""
 
     def __call__(self, tally: Tally) -> StopDecision:
         raise NotImplementedError
@@ -155,6 +160,7 @@ class StopAll(StopRule):
         self.rules = rules
         self.name = "(" + " & ".join(repr(r) for r in rules) + ")"
         self.order_free = all(getattr(r, "order_free", False) for r in rules)
+        self.soonest_on_agreement = all(getattr(r, "soonest_on_agreement", False) for r in rules)
 
     def __call__(self, tally: Tally) -> StopDecision:
         decisions = [r(tally) for r in self.rules]
@@ -176,6 +182,7 @@ class StopAny(StopRule):
         self.rules = rules
         self.name = "(" + " | ".join(repr(r) for r in rules) + ")"
         self.order_free = all(getattr(r, "order_free", False) for r in rules)
+        self.soonest_on_agreement = all(getattr(r, "soonest_on_agreement", False) for r in rules)
 
     def __call__(self, tally: Tally) -> StopDecision:
         decisions = [r(tally) for r in self.rules]
@@ -205,6 +212,37 @@ class _FunctionRule(StopRule):
             raise TypeError(f"stopping rule {self.name} returned {type(out).__name__}, not bool")
         verb = "stop" if out else "continue"
         return StopDecision(out, tally.agreement, f"{self.name} said {verb}", self.name)
+
+
+_PHANTOM = "\x00retryctl: an answer not seen yet"
+"""The answer the samples of :func:`fewest_more` agree on when the tally has no leader yet."""
+
+
+def fewest_more(rule: StoppingRule, tally: Tally) -> int:
+    """The fewest more samples after which ``rule`` could say stop, whatever they turn out to be.
+
+    A sampling loop that asks the rule after every sample may draw this many in one call and get
+    the very same samples and the very same stop, only sooner: the rule could not have stopped in
+    between. It is 1 (no promise) unless the rule stops soonest on agreement
+    (:attr:`StopRule.soonest_on_agreement`); then, for each outcome the samples may agree on (an
+    answer seen, most votes first, no answer, or an answer not seen yet), samples of that outcome
+    at confidence 1 (where the tally has confidences) are added until the rule stops; the fewest
+    over the outcomes, at most what is left to the cap.
+    """
+    room = tally.max_samples - tally.n
+    if room <= 1 or not getattr(rule, "soonest_on_agreement", False):
+        return 1
+    soonest = room
+    for outcome in [answer for answer, _ in tally.ranked] + [None, _PHANTOM]:
+        for more in range(1, soonest):
+            answers = tally.answers + (outcome,) * more
+            confidences = tally.confidences + (1.0,) * more if tally.confidences else ()
+            if rule(Tally(answers, confidences, tally.max_samples)).stop:
+                soonest = more
+                break
+        if soonest == 1:
+            break
+    return soonest
 
 
 def as_rule(rule: RuleLike) -> StoppingRule:

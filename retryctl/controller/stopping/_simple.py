@@ -20,6 +20,7 @@ class FixedSamples(StopRule):
     """How many samples to draw."""
     name: str = field(init=False, default="sc", compare=False)
     order_free: bool = field(init=False, default=True, compare=False)
+    soonest_on_agreement: bool = field(init=False, default=True, compare=False)
 
     def __post_init__(self) -> None:
         check_int_at_least("n", self.n, 1)
@@ -55,6 +56,7 @@ class ThresholdRule(StopRule):
     """Stop when the leader's share of the samples reaches this."""
     name: str = field(init=False, default="threshold", compare=False)
     order_free: bool = field(init=False, default=True, compare=False)
+    soonest_on_agreement: bool = field(init=False, default=True, compare=False)
 
     def __post_init__(self) -> None:
         check_int_at_least("min_samples", self.min_samples, 1)
