@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.gateway._support import chat, serving
-from tests.models._fault_server import FaultServer, status
+from tests.models._fault_server import FaultServer, cut_connection, status
 
 LATENCY_SERVER = Path(__file__).resolve().parents[2] / "bench" / "_latency_server.py"
 
@@ -120,6 +120,22 @@ class TestKeepAlive:
             finally:
                 kept.close()
                 cut.close()
+
+
+class TestStreams:
+    def test_a_stream_the_upstream_cuts_is_cut_for_the_caller_too(self, fault_server: FaultServer) -> None:
+        # Part of the answer has gone to the caller: it must see an incomplete response, not one
+        # that ends as if the answer were whole.
+        fault_server.script.append(cut_connection())
+        upstream = ("--upstream", fault_server.url, "--upstream-model", "fault", "--retries", "0")
+        with serving(*upstream) as (url, _):
+            body = chat(model="fault", stream=True)
+            with httpx.stream("POST", url + "/chat/completions", json=body, timeout=30) as answer:
+                assert answer.status_code == 200
+                with pytest.raises(httpx.RemoteProtocolError, match="incomplete"):
+                    answer.read()
+            again = httpx.post(url + "/chat/completions", json=chat(model="fault"), timeout=30)
+        assert again.status_code == 200  # the gateway serves on
 
 
 class TestReplicas:

@@ -1,8 +1,8 @@
-"""HttpUpstream's connection pools under concurrency, against the fixed-latency server of the benchmarks
+"""HttpUpstream's connection pool under concurrency, against the fixed-latency server of the benchmarks
 (bench/_latency_server.py, a real HTTP server on 127.0.0.1 in its own process that counts the requests it
 has in flight at once): requests overlap up to ``max_connections`` and no further, and a connection a
 request held (a plain answer, a stream read in part and closed) is free for the next one. Then the proxy
-its pools take from the environment. Runtime: about 3 s.
+its requests take from the environment. Runtime: about 3 s.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
+from retryctl.exceptions import ConfigError
 from retryctl.gateway import HttpUpstream
 from retryctl.gateway._request import parse_body
 from retryctl.gateway._upstream import _environment_proxy
@@ -82,13 +82,12 @@ async def _burst(upstream: HttpUpstream, n: int) -> list[int]:
 
 
 class TestHttpUpstream:
-    def test_requests_overlap_over_several_pools_up_to_max_connections(self, latency_server: _Server) -> None:
+    def test_requests_overlap_up_to_max_connections(self, latency_server: _Server) -> None:
         async def go() -> None:
             upstream = _upstream(latency_server, max_connections=40)
             try:
                 latency_server.reset()
                 assert await _burst(upstream, 40) == [200] * 40
-                # 40 at once, though one pool holds 8 connections: five pools served them together.
                 assert latency_server.stats()["max_in_flight"] == 40
                 latency_server.reset()
                 assert await _burst(upstream, 60) == [200] * 60
@@ -126,9 +125,9 @@ class TestHttpUpstream:
 
 
 class TestEnvironmentProxy:
-    """The proxy the upstream's pools use, read from the environment as httpx's clients read it."""
+    """The proxy the upstream's requests use, read from the environment as httpx's clients read it."""
 
-    URL = httpx.URL("http://10.1.2.3:8000/v1/chat/completions")
+    URL = "http://10.1.2.3:8000/v1/chat/completions"
 
     @pytest.fixture(autouse=True)
     def _no_proxies(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,10 +143,22 @@ class TestEnvironmentProxy:
         assert _environment_proxy(self.URL) == "http://all.proxy:8080"
         monkeypatch.setenv("HTTP_PROXY", "proxy.local:3128")  # no scheme: http://, as httpx reads it
         assert _environment_proxy(self.URL) == "http://proxy.local:3128"
-        assert _environment_proxy(httpx.URL("https://api.example/v1")) == "http://all.proxy:8080"
+        assert _environment_proxy("https://api.example/v1") == "http://all.proxy:8080"
 
     def test_no_proxy_excludes_the_host(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("HTTP_PROXY", "http://proxy.local:3128")
         monkeypatch.setenv("NO_PROXY", "localhost,10.1.2.3")
         assert _environment_proxy(self.URL) is None
-        assert _environment_proxy(httpx.URL("http://10.9.9.9/v1")) == "http://proxy.local:3128"
+        assert _environment_proxy("http://10.9.9.9/v1") == "http://proxy.local:3128"
+
+    def test_a_proxy_it_cannot_use_is_refused_naming_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("ALL_PROXY", "socks5://proxy.local:1080")
+        with pytest.raises(ConfigError, match=r"proxy.*socks5://proxy.local:1080.*http:// and https://"):
+            HttpUpstream(
+                base_url="http://10.1.2.3:8000/v1",
+                model="m",
+                timeout_s=1.0,
+                retry=RetrySettings(attempts=1),
+                breaker=None,
+                max_connections=4,
+            )
