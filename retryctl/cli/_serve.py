@@ -110,6 +110,15 @@ def serve(
         problem = str(first["msg"]).removeprefix("Value error, ")
         typer.echo(f"problem: {where}{problem}", err=True)
         raise typer.Exit(_USAGE_EXIT) from None
+    if config.upstream is not None:
+        from retryctl.exceptions import ConfigError
+        from retryctl.gateway._upstream import upstream_proxy
+
+        try:
+            upstream_proxy(config.upstream)
+        except ConfigError as exc:
+            typer.echo(f"problem: {exc}", err=True)
+            raise typer.Exit(_USAGE_EXIT) from None
     if config.embedded:
         from retryctl.cli._model_check import require_embedded_build
 

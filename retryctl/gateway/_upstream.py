@@ -106,15 +106,7 @@ class HttpUpstream:
         self.retry = retry
         self.breaker = breaker
         self._url = self.base_url + "/chat/completions"
-        self._proxy = _environment_proxy(self._url)  # as a client would have honoured it
-        if self._proxy is not None and not self._proxy.startswith(("http://", "https://")):
-            raise ConfigError(
-                field="proxy",
-                value=self._proxy,
-                problem="the environment names a proxy the gateway cannot use for its upstream: only "
-                "http:// and https:// proxies (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY); NO_PROXY can exclude "
-                "the upstream's host",
-            )
+        self._proxy = upstream_proxy(self._url)  # as a client would have honoured it
         # aiohttp, not httpx, for the requests passed on: measured here against the latency server,
         # a request through httpx's transport cost 447 us of CPU and one through aiohttp 124 us
         # (httpcore's pure-Python HTTP/1.1 parser and its anyio layers, against aiohttp's C parser on
@@ -195,10 +187,10 @@ class HttpUpstream:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
-                # No cookies kept between callers; no compression to undo; the caller's body as sent.
+                # No cookies kept between callers; no compression asked for (an answer compressed
+                # anyway is decoded, as the caller was not asked to decode it).
                 cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("Accept-Encoding", "User-Agent"),
-                auto_decompress=False,
             )
         return self._session
 
@@ -249,6 +241,21 @@ class HttpUpstream:
         if session is not None:
             await session.close()
         await self._backend.aclose()
+
+
+def upstream_proxy(url: str) -> str | None:
+    """The proxy for requests to ``url`` (:func:`_environment_proxy`); a proxy aiohttp cannot use (SOCKS)
+    is a :class:`~retryctl.exceptions.ConfigError` naming it."""
+    proxy = _environment_proxy(url)
+    if proxy is not None and not proxy.startswith(("http://", "https://")):
+        raise ConfigError(
+            field="proxy",
+            value=proxy,
+            problem="the environment names a proxy the gateway cannot use for its upstream: only "
+            "http:// and https:// proxies (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY); NO_PROXY can exclude "
+            "the upstream's host",
+        )
+    return proxy
 
 
 def _environment_proxy(url: str) -> str | None:

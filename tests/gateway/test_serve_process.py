@@ -4,6 +4,7 @@ share their breakers through Redis, and bad settings refused before anything sta
 from __future__ import annotations
 
 import http.client
+import os
 import signal
 import subprocess
 import sys
@@ -179,3 +180,28 @@ class TestBadSettings:
         assert done.returncode == 2
         assert named in done.stderr
         assert "Traceback" not in done.stderr
+
+    def test_a_proxy_the_gateway_cannot_use_is_refused_before_it_starts(self) -> None:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "retryctl.cli",
+                "serve",
+                "--upstream",
+                "http://10.1.2.3:8000/v1",
+                "--upstream-model",
+                "m",
+            ],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=60,
+            env={**os.environ, "ALL_PROXY": "socks5://proxy.local:1080", "NO_PROXY": ""},
+        )
+        assert done.returncode == 2
+        assert (
+            done.stderr.strip()
+            .splitlines()[-1]
+            .startswith("problem: invalid proxy='socks5://proxy.local:1080'")
+        )
