@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from retryctl.gateway import Gateway, GatewayConfig
 from tests.gateway._support import adaptive, call, chat
-from tests.models._fault_server import FaultServer, hang, raw, status
+from tests.models._fault_server import FaultServer, Reply, completion, hang, raw, status
 
 
 def _gateway(server: FaultServer, **kwargs: Any) -> Gateway:
@@ -33,6 +34,19 @@ class TestForwarding:
         assert response.json()["choices"][0]["message"]["content"] == "42-0"  # the upstream's own bytes
         (sent,) = fault_server.requests
         assert sent == {**body, "model": "fault"}
+
+    def test_an_answer_compressed_unasked_reaches_the_caller_decoded(self, fault_server: FaultServer) -> None:
+        # The gateway asks for no compression, and passes on no Content-Encoding: what a server
+        # compresses anyway must arrive as the JSON it is.
+        packed = gzip.compress(completion(1))
+        fault_server.script.append(
+            Reply(
+                "raw", body=packed, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+            )
+        )
+        response = _post(_gateway(fault_server), chat(model="m"))
+        assert response.status_code == 200
+        assert response.json()["choices"][0]["message"]["content"] == "42-0"
 
     def test_adaptive_false_is_not_forwarded(self, fault_server: FaultServer) -> None:
         _post(_gateway(fault_server), chat(model="m", adaptive=False))
