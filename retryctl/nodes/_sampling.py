@@ -7,11 +7,12 @@ only perform the draws, so the sync and async steps share every decision.
 
 A draw takes every sample the stopping rule is sure to need before it could stop
 (:func:`~retryctl.controller.stopping.fewest_more`; at least ``min_samples`` first and
-``SamplingSchedule.batch`` after): a rule that stops soonest when the samples agree is asked after
+``SamplingSchedule.batch`` after). A rule that stops soonest when the samples agree is asked after
 the draw the same questions it would have been asked after each sample, so the samples drawn (their
 seeds are their indices) and the stop are those of drawing one at a time, and a server that takes
 ``n`` or parallel calls returns them in one wait. The default rule with ``max_samples`` 8 cannot stop
 before 3 agreeing samples: the gateway's ``bench/gateway_throughput.py`` draws those in one call.
+Under a wall-time limit draws are not batched (see :func:`sampling`).
 
 A backend's own transport retries (an HTTP 503 sent again inside one draw) are budgeted here too: each
 request carries a listener (:attr:`DrawRequest.on_retry`) that the drivers install around the draw
@@ -243,7 +244,11 @@ def sampling(
     cap = max_samples
     plain = min(min_samples, cap)  # the draw's size, asking the rule after every sample
     k = plain
-    if schedule.disagreement_temperature is None:  # else the draws after the first differ in kind
+    # Not under a wall-time limit: a batch a backend draws one sample after another could run out
+    # of time whole, where one at a time ends early with the samples it has. Not with a
+    # disagreement temperature: the draws after the first are drawn with it.
+    batching = schedule.disagreement_temperature is None and not _timed(ledgers)
+    if batching:
         k = min(max(plain, fewest_more(rule, Tally.of((), max_samples=cap))), cap)
     while True:
         charge = _TransportCharge(ledgers)
@@ -293,9 +298,15 @@ def sampling(
             return out
         # The samples the rule is sure to need, in one call: the same samples and the same stop as
         # asking it after each one, without waiting for them one by one.
-        tally = Tally.of(answers, conf_list, max_samples=cap)
         plain = min(schedule.batch, cap - len(answers))
-        k = min(max(plain, fewest_more(rule, tally)), cap - len(answers))
+        k = plain
+        if not _timed(ledgers):
+            tally = Tally.of(answers, conf_list, max_samples=cap)
+            k = min(max(plain, fewest_more(rule, tally)), cap - len(answers))
+
+
+def _timed(ledgers: Sequence[Ledger | StepLedger]) -> bool:
+    return any(ledger.remaining().wall_s is not None for ledger in ledgers)
 
 
 def _listening(req: DrawRequest) -> AbstractContextManager[None]:

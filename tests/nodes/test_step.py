@@ -381,6 +381,14 @@ class TestSampling:
         assert [c.k for c in backend.calls] == [1, 1]  # 3, then 2, did not fit: one at a time
         assert out.output["result"]["usage"]["samples"] == 2
 
+    def test_under_a_wall_time_limit_samples_come_one_call_each(self, run: Runner) -> None:
+        # A backend that draws one after another could run out of time on the whole batch.
+        backend = ScriptedBackend(["42"] * 3)
+        policy = Policy(stopping="default", min_samples=1, max_samples=8)
+        out = run(ControlledStep(backend, policy=policy, budget=Budget(wall_s=60.0)).compile(), user("q"))
+        assert out.actions == ["accept"]
+        assert [c.k for c in backend.calls] == [1, 1, 1]
+
     def test_each_attempt_has_its_own_temperature_and_seeds(self, run: Runner) -> None:
         backend = ScriptedBackend(["41", "42"])
         schedule = SamplingSchedule(temperatures=(0.2, 0.9), seed=10)
