@@ -247,7 +247,7 @@ def sampling(
     # Not under a wall-time limit: a batch a backend draws one sample after another could run out
     # of time whole, where one at a time ends early with the samples it has. Not with a
     # disagreement temperature: the draws after the first are drawn with it.
-    batching = schedule.disagreement_temperature is None and not _timed(ledgers)
+    batching = schedule.disagreement_temperature is None and not _walls_left(ledgers)
     if batching:
         k = min(max(plain, fewest_more(rule, Tally.of((), max_samples=cap))), cap)
     while True:
@@ -267,7 +267,7 @@ def sampling(
             return out
         # The call may take no longer than the wall budget left at any scope: a backend's own retries
         # (waiting out a long Retry-After) must not carry the step past its time limit.
-        walls = [w for ledger in ledgers if (w := ledger.remaining().wall_s) is not None]
+        walls = _walls_left(ledgers)
         if walls:
             req = replace(req, timeout_s=min(walls))
         try:
@@ -300,13 +300,14 @@ def sampling(
         # asking it after each one, without waiting for them one by one.
         plain = min(schedule.batch, cap - len(answers))
         k = plain
-        if not _timed(ledgers):
+        if not _walls_left(ledgers):
             tally = Tally.of(answers, conf_list, max_samples=cap)
             k = min(max(plain, fewest_more(rule, tally)), cap - len(answers))
 
 
-def _timed(ledgers: Sequence[Ledger | StepLedger]) -> bool:
-    return any(ledger.remaining().wall_s is not None for ledger in ledgers)
+def _walls_left(ledgers: Sequence[Ledger | StepLedger]) -> list[float]:
+    """The wall time left at each scope that has a wall-time limit (none: no limit)."""
+    return [w for ledger in ledgers if (w := ledger.remaining().wall_s) is not None]
 
 
 def _listening(req: DrawRequest) -> AbstractContextManager[None]:
