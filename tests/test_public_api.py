@@ -12,6 +12,7 @@ import retryctl.banks
 import retryctl.batch
 import retryctl.controller
 import retryctl.controller.stopping
+import retryctl.evals
 import retryctl.exceptions
 import retryctl.gateway
 import retryctl.middleware
@@ -47,6 +48,13 @@ TOP_LEVEL = {
 }
 
 CONTROLLER = {
+    "CALIBRATED",
+    "FUSED",
+    "NEAR_GREEDY",
+    "Calibration",
+    "CalibrationCurve",
+    "Repeats",
+    "cross_member",
     "Act",
     "Ask",
     "AttemptEngine",
@@ -222,6 +230,26 @@ REPORT = {
 
 RUNTIME = {"RedisBreakerStore", "SQLiteBreakerStore", "averify", "verify"}
 
+EVALS = {
+    "STRATA",
+    "Graded",
+    "Outcome",
+    "Scores",
+    "WordProblem",
+    "auroc",
+    "brier",
+    "ece",
+    "fit_calibration",
+    "fit_curve",
+    "load_calibration",
+    "reliability",
+    "risk_coverage",
+    "save_calibration",
+    "scores",
+    "split_of",
+    "word_problems",
+}
+
 PINS = [
     (retryctl, TOP_LEVEL),
     (retryctl.controller, CONTROLLER),
@@ -241,6 +269,7 @@ PINS = [
     (retryctl.exceptions, EXCEPTIONS),
     (retryctl.runtime, RUNTIME),
     (retryctl.report, REPORT),
+    (retryctl.evals, EVALS),
 ]
 PINNED = [module for module, _ in PINS]
 

@@ -13,16 +13,18 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 from tenacity import wait_exponential
 
+from retryctl.agent._calibration import shipped_calibration
 from retryctl.agent._members import AnswerBackend, ToolBackend, numbers_from_question
 from retryctl.agent._prompts import demo_equivalence
 from retryctl.audit import DecisionLog
-from retryctl.controller import LIMIT_NAMES, Budget, Clock, Policy
+from retryctl.controller import LIMIT_NAMES, Budget, Calibration, Clock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
 from retryctl.nodes import ControlledStep, SamplingSchedule, StepVerdict, WaitRetryAfter
@@ -30,7 +32,16 @@ from retryctl.nodes._events import run_id_from_config
 from retryctl.nodes._runnable import twin_node
 from retryctl.tools import ToolRegistry, default_registry
 
-__all__ = ["DemoResult", "DemoState", "build_demo_graph", "demo_budget", "demo_policy", "demo_schedule"]
+__all__ = [
+    "DEMO_WEIGHTS",
+    "DemoResult",
+    "DemoState",
+    "build_demo_graph",
+    "demo_budget",
+    "demo_model",
+    "demo_policy",
+    "demo_schedule",
+]
 
 DemoStatus = Literal["accepted", "answered_by_user", "stopped", "needs_user"]
 
@@ -71,10 +82,29 @@ class DemoState(TypedDict, total=False):
     """Every verdict of the step, in order."""
 
 
-def demo_policy() -> Policy:
-    """The demo's policy: 3 to 5 samples per attempt, accept at 0.8, one refine, two retries."""
+DEMO_WEIGHTS = {
+    "agreement": 0.5,
+    "token_confidence": 0.2,
+    "weakest_span": 0.1,
+    "verifier": 0.3,
+    "cross_member": 0.0,
+    "validators": 0.0,
+}
+"""The demo's fusion. ``cross_member`` (the model's own words agreeing with a tool's value) is shown
+but not weighted: on 120 development tasks it told a right expression from a wrong one no better
+than chance (AUROC 0.53; docs/evals.md), so the demo relies on its calibration instead."""
+
+
+def demo_policy(calibration: Calibration | Literal["shipped"] | None = "shipped") -> Policy:
+    """The demo's policy: 3 to 5 samples per attempt, accept at a calibrated 0.8, one refine, two retries.
+
+    ``calibration``: the one shipped for the embedded model (fitted on the project's own development
+    set: docs/evals.md), a :class:`Calibration`, or ``None`` for the raw fused confidence.
+    """
     return Policy(
         accept_threshold=0.8,
+        weights=DEMO_WEIGHTS,
+        calibration=shipped_calibration() if calibration == "shipped" else calibration,
         stopping="default",
         min_samples=3,
         max_samples=5,
@@ -93,9 +123,10 @@ def demo_schedule(seed: int | None = 7) -> SamplingSchedule:
     return SamplingSchedule(temperatures=(0.7,), seed=seed, max_tokens=40)
 
 
-def _model(
-    base_url: str | None, model_name: str | None, n_threads: int | None, timeout_s: float
+def demo_model(
+    base_url: str | None, model_name: str | None, n_threads: int | None = None, timeout_s: float = 30.0
 ) -> ModelBackend:
+    """The demo's backend: the embedded model, or ``model_name`` on the OpenAI-compatible ``base_url``."""
     if base_url is None:
         if model_name is not None:
             raise ConfigError(field="model_name", value=model_name, problem="needs base_url as well")
@@ -108,6 +139,16 @@ def _model(
         timeout_s=timeout_s,
         retry=RetrySettings(attempts=2, initial_wait_s=0.2, max_wait_s=2.0, max_retry_after_s=10.0),
     )
+
+
+def _summary_extra(result: DemoResult) -> dict[str, Any]:
+    """The summary record's extra: how the run ended, and the gold answer when the run was given one
+    (``configurable["gold"]``, as ``retryctl batch`` passes it), so that the audit can grade it."""
+    extra: dict[str, Any] = {"status": result["status"], "served_by": result["served_by"]}
+    gold = (var_child_runnable_config.get() or {}).get("configurable", {}).get("gold")
+    if isinstance(gold, str):
+        extra["gold"] = gold
+    return extra
 
 
 def _finisher(step: ControlledStep, log: DecisionLog | None) -> Callable[[DemoState], dict[str, Any]]:
@@ -144,7 +185,7 @@ def _finisher(step: ControlledStep, log: DecisionLog | None) -> Callable[[DemoSt
                 budget_used=usage,
                 budget_max=result["limits"],
                 estimated_difficulty=1.0 - result["confidence"] if result["confidence"] is not None else None,
-                extra={"status": result["status"], "served_by": result["served_by"]},
+                extra=_summary_extra(result),
             )
         return {"result": result}
 
@@ -175,7 +216,9 @@ def build_demo_graph(
     The equivalence group is the model answering in its own words, then each tool of ``registry``'s
     ``group`` (default: calculator, then sandboxed python) driven by the same model. The model is the
     embedded SmolLM2 (offline) unless ``base_url`` and ``model_name`` name an OpenAI-compatible server,
-    or ``model`` passes any backend (e.g. a ``ScriptedBackend`` in tests). ``interactive=True`` pauses
+    or ``model`` passes any backend (e.g. a ``ScriptedBackend`` in tests). The default policy is
+    :func:`demo_policy` with the shipped calibration on the embedded model, and without one (the raw
+    fused confidence) on any other backend. ``interactive=True`` pauses
     at ``ask_user`` with ``interrupt()`` and needs a ``checkpointer``; otherwise ``ask_user`` ends the
     run with status ``needs_user``. Invoke with ``{"configurable": {"run_id": ...}}`` to name the run
     in the decision log.
@@ -184,14 +227,18 @@ def build_demo_graph(
         raise ConfigError(field="checkpointer", value=None, problem="an interactive run needs one")
     if model is not None and (base_url is not None or model_name is not None):
         raise ConfigError(field="model", value=model.name, problem="pass a model or a server, not both")
-    backend = model or _model(base_url, model_name, n_threads, timeout_s)
+    backend = model or demo_model(base_url, model_name, n_threads, timeout_s)
+    if policy is None:
+        # The shipped calibration was fitted on the embedded model's outcomes: it says nothing of
+        # another model's, whose raw confidence is used until a calibration of its own is passed.
+        policy = demo_policy("shipped" if model is None and base_url is None else None)
     tools = registry or default_registry()
     members: list[ModelBackend] = [AnswerBackend(backend)]
     members += [ToolBackend(backend, tools.get(key)) for key in tools.group(group)]
     step = ControlledStep(
         members,
         interactive=interactive,
-        policy=policy or demo_policy(),
+        policy=policy,
         budget=budget or demo_budget(),
         schedule=schedule or demo_schedule(),
         equivalence=demo_equivalence,

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -49,6 +50,7 @@ __all__ = [
     "ExpressionTool",
     "ToolBackend",
     "numbers_from_question",
+    "repeated_numbers",
     "ungrounded_numbers",
 ]
 
@@ -82,16 +84,16 @@ need no word. A constant without its word in the question is invented: ``5 * 3 +
 cookies" copies the prompt's example, not the problem."""
 
 NUMBERS_CHECK = "numbers_from_question"
-"""The name of the check that an expression uses the question's numbers, all of them, and no others
-(UNIT_CONSTANTS aside)."""
+"""The name of the check that an expression uses the question's numbers, all of them, each as often as
+the question writes it, and no others (UNIT_CONSTANTS aside)."""
 
 # The check's findings, as the candidate's text and the refine feedback quote them. Their own numbers
 # are not the user's: a refine round that quotes "uses 2" must not make 2 a number of the question.
 _USES = r"uses [0-9., and]+?, which (?:is|are) not in the question"
+_REPEATS = r"uses [0-9., and]+? more often than the question gives (?:it|them)"
 _LEAVES_OUT = r"leaves out [0-9., and]+?, which the question gives"
-_FINDING = re.compile(
-    rf"""the expression (?:'[^']*'|"[^"]*") (?:{_USES}(?:; it also {_LEAVES_OUT})?|{_LEAVES_OUT})"""
-)
+_PART = rf"(?:{_USES}|{_REPEATS}|{_LEAVES_OUT})"
+_FINDING = re.compile(rf"""the expression (?:'[^']*'|"[^"]*") {_PART}(?:; it also {_PART})*""")
 
 
 def _numbers(text: str) -> list[str]:
@@ -123,8 +125,29 @@ def _implied(number: str, words: set[str]) -> bool:
     return implying is not None and (not implying or not words.isdisjoint(implying))
 
 
+def repeated_numbers(expression: str, messages: list[Message]) -> list[str]:
+    """The numbers of the question that ``expression`` uses more often than the question writes them.
+
+    "Eva has 11 apples and loses 10" is not ``11 * 10 - 10``: a translation uses each quantity as
+    often as the problem gives it. A number the question's words also imply (2 for "half", 12 for
+    "dozen": :data:`UNIT_CONSTANTS`) may be used again. A problem that needs a quantity twice ("Ann
+    has 5 apples and Bob twice as many: how many in all?" is ``5 + 5 * 2``) is refused: the check
+    trades those for never accepting a number counted twice, as the leave-out check trades problems
+    with a number that plays no part. Measured on the development set: docs/evals.md.
+    """
+    question = next((m for m in messages if m.get("role") == "user"), None)
+    if question is None:
+        return []
+    text = _users_words(question)
+    given = Counter(_numbers(text))
+    words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
+    used = Counter(_numbers(expression))
+    return [n for n, k in used.items() if n in given and k > given[n] and not _implied(n, words)]
+
+
 def unused_numbers(expression: str, messages: list[Message]) -> list[str]:
-    """The numbers of the question (the first user message) that ``expression`` does not use.
+    """The numbers of the question (the first user message) that ``expression`` does not use, as
+    often as the question writes them (``7`` in "2 decks of 7 and 9 decks of 7" is needed twice).
 
     A translation of an arithmetic word problem uses every number the problem gives: ``5 * 3 - 2`` for
     "7 boxes of 8 crayons, she loses 5" copies the prompt's example, evaluates exactly, agrees with
@@ -134,22 +157,28 @@ def unused_numbers(expression: str, messages: list[Message]) -> list[str]:
     question = next((m for m in messages if m.get("role") == "user"), None)
     if question is None:
         return []
-    used = set(_numbers(expression))
-    return list(dict.fromkeys(n for n in _numbers(_users_words(question)) if n not in used))
+    used = Counter(_numbers(expression))
+    given = Counter(_numbers(_users_words(question)))
+    return [n for n, k in given.items() if used[n] < k]
 
 
 def _listed(numbers: list[str]) -> str:
     return numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}"
 
 
-def _finding(expression: str, invented: Sequence[str], left_out: Sequence[str] = ()) -> str:
+def _finding(
+    expression: str, invented: Sequence[str], left_out: Sequence[str] = (), repeated: Sequence[str] = ()
+) -> str:
     """The check's evidence: ``the expression '5 * 3 - 2' uses 3 and 2, which are not in the
-    question; it also leaves out 7 and 8, which the question gives`` (either part alone when only it
-    applies)."""
+    question; it also leaves out 7 and 8, which the question gives`` (each part alone when only it
+    applies; ``uses 10 more often than the question gives it`` for a number counted twice)."""
     parts = []
     if invented:
         verb = "is" if len(invented) == 1 else "are"
         parts.append(f"uses {_listed(list(invented))}, which {verb} not in the question")
+    if repeated:
+        pronoun = "it" if len(repeated) == 1 else "them"
+        parts.append(f"uses {_listed(list(repeated))} more often than the question gives {pronoun}")
     if left_out:
         parts.append(f"leaves out {_listed(list(left_out))}, which the question gives")
     return f"the expression {expression!r} {'; it also '.join(parts)}"
@@ -259,7 +288,9 @@ class ToolBackend:
     A candidate's text is ``"<expression> = <value>"`` and its answer the exact value; its logprobs are
     those of the expression's tokens, so token confidence still measures the model's certainty. An
     expression the tool refuses gives a candidate with no answer (it agrees with nothing) whose text
-    says why. ``temperature`` replaces the step's: an expression is a translation, drawn near-greedy.
+    says why. ``temperature`` replaces the step's when set; by default the step's is used, so that
+    the translations can differ: drawn near-greedy, three expressions are one translation printed
+    three times, and the controller counts them as one vote (:class:`~retryctl.controller.Repeats`).
     """
 
     def __init__(
@@ -268,7 +299,7 @@ class ToolBackend:
         tool: BaseTool,
         *,
         adapter: ExpressionTool | None = None,
-        temperature: float | None = 0.2,
+        temperature: float | None = None,
     ) -> None:
         found = adapter or EXPRESSION_TOOLS.get(tool.name)
         if found is None:
@@ -301,8 +332,9 @@ class ToolBackend:
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{exc}", answer=None)
         invented = ungrounded_numbers(expression, messages) if messages is not None else []
         left_out = unused_numbers(expression, messages) if messages is not None else []
-        if invented or left_out:
-            why = _finding(expression, invented, left_out)  # read back by numbers_from_question
+        repeated = repeated_numbers(expression, messages) if messages is not None else []
+        if invented or left_out or repeated:
+            why = _finding(expression, invented, left_out, repeated)  # read back by numbers_from_question
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{why}", answer=None)
         call = {
             "name": self.tool.name,
@@ -330,7 +362,7 @@ class ToolBackend:
         asked = normalise_messages(messages)
         drawn = await self.model.sample(expression_prompt(asked), self._params(params), k=k)
         # The tool runs in a thread (the python tool in a sandbox), inside the draw its driver awaits.
-        return [await asyncio.to_thread(self.evaluate, c, asked) for c in drawn]
+        return [self._at_temperature(await asyncio.to_thread(self.evaluate, c, asked)) for c in drawn]
 
     def sample_sync(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
@@ -338,4 +370,10 @@ class ToolBackend:
         """Blocking twin of :meth:`sample`."""
         asked = normalise_messages(messages)
         drawn = sample_blocking(self.model, expression_prompt(asked), self._params(params), k=k)
-        return [self.evaluate(c, asked) for c in drawn]
+        return [self._at_temperature(self.evaluate(c, asked)) for c in drawn]
+
+    def _at_temperature(self, candidate: Candidate) -> Candidate:
+        # The controller tells a repeat from new evidence by the temperature a candidate was drawn at.
+        if self.temperature is None:
+            return candidate
+        return dataclasses.replace(candidate, temperature=self.temperature)

@@ -44,6 +44,8 @@ class Task:
     """What the graph is asked."""
     gold: str | None = None
     """The right answer, when known (then the summary reports accuracy)."""
+    stratum: str | None = None
+    """A difficulty stratum, when the task file names one (``retryctl eval`` reports per stratum)."""
 
 
 def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
@@ -112,7 +114,10 @@ def _task(name: str, number: int, raw: bytes) -> Task | None:
         or (isinstance(gold, float) and not math.isfinite(gold))
     ):
         raise bad(f"'gold' must be a string or a finite number, got {gold!r}")
-    return Task(id=str(task_id), question=question, gold=None if gold is None else str(gold))
+    stratum = obj.get("stratum")
+    if stratum is not None and (not isinstance(stratum, str) or not stratum):
+        raise bad(f"'stratum' must be a non-empty string, got {stratum!r}")
+    return Task(id=str(task_id), question=question, gold=None if gold is None else str(gold), stratum=stratum)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retryctl._answers import answers_agree
+from retryctl._scores import Graded, scores
 from retryctl.batch._files import Task
+from retryctl.controller import FUSED
 from retryctl.exceptions import RuntimeFailure
 
 __all__ = [
     "BatchBreaker",
     "InfrastructureFailure",
     "at_max_budget",
+    "decision_points",
     "error_line",
+    "graded_outcomes",
     "infrastructure_failure",
     "result_line",
     "summarise_results",
@@ -102,6 +106,8 @@ def result_line(task: Task, state: Any, *, tries: int, elapsed_s: float) -> dict
     line: dict[str, Any] = {"id": task.id, "tries": tries, "elapsed_s": round(elapsed_s, 4)}
     if task.gold is not None:
         line["gold"] = task.gold
+    if task.stratum is not None:
+        line["stratum"] = task.stratum
     result = state.get("result") if isinstance(state, Mapping) else None
     if not isinstance(result, Mapping) or result.get("status") not in _STATUSES:
         got = None if not isinstance(result, Mapping) else result.get("status")
@@ -116,9 +122,45 @@ def result_line(task: Task, state: Any, *, tries: int, elapsed_s: float) -> dict
         usage={k: v for k, v in (result.get("usage") or {}).items() if isinstance(v, int | float)},
         at_max_budget=at_max_budget(result),
     )
+    for key in ("text", "served_by"):  # the model's own text explains a wrong accept
+        if isinstance(result.get(key), str):
+            line[key] = result[key]
     if task.gold is not None:
         line["correct"] = answer is not None and answers_agree(str(answer), task.gold)
+        line["points"] = decision_points(state.get("verdicts"), task.gold)
     return line
+
+
+def decision_points(verdicts: Any, gold: str) -> list[dict[str, Any]]:
+    """Every verdict of the run that judged an answer, graded: what ``retryctl calibrate`` fits on.
+
+    ``fused`` is the raw fused confidence (``signals["fused"]`` when a calibration applied, else the
+    verdict's confidence), ``target`` the member whose answer it was, ``correct`` whether it was right.
+    A verdict on a failed check or an error judged no answer on its confidence and is left out.
+    """
+    points: list[dict[str, Any]] = []
+    for record in verdicts if isinstance(verdicts, list) else []:
+        verdict = record.get("verdict") if isinstance(record, Mapping) else None
+        if not isinstance(verdict, Mapping):
+            continue
+        evidence = verdict.get("evidence") or {}
+        answer, confidence = verdict.get("answer"), verdict.get("confidence")
+        if answer is None or confidence is None or evidence.get("error_class") is not None:
+            continue
+        if (evidence.get("signals") or {}).get("validators", 1.0) < 1.0:
+            continue
+        fused = (evidence.get("signals") or {}).get(FUSED, confidence)
+        points.append(
+            {
+                "target": record.get("target"),
+                "action": verdict.get("action"),
+                "answer": answer,
+                "fused": fused,
+                "confidence": confidence,
+                "correct": answers_agree(str(answer), gold),
+            }
+        )
+    return points
 
 
 def error_line(task: Task, exc: BaseException, *, tries: int, elapsed_s: float) -> dict[str, Any]:
@@ -175,25 +217,48 @@ class BatchBreaker:
         )
 
 
+def graded_outcomes(rows: Iterable[Mapping[str, Any]]) -> list[Graded]:
+    """The graded finished rows as :class:`~retryctl.evals.Graded` outcomes: accepted when the status
+    is ``accepted``, with the final confidence (0 when there was none)."""
+    return [
+        Graded(
+            confidence=float(r.get("confidence") or 0.0),
+            correct=bool(r["correct"]),
+            accepted=r.get("status") == "accepted",
+            stratum=str(r.get("stratum") or ""),
+        )
+        for r in rows
+        if r.get("status") != "error" and "correct" in r
+    ]
+
+
 def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Totals over result lines: status mix, accuracy (with gold), average samples, cost.
+    """Totals over result lines: status mix, average samples, cost, and with gold how far ``accept``
+    can be trusted (``accuracy``: accepted and right over graded; ``coverage``; ``accepted_precision``;
+    ``ece`` of the accepted confidences; ``auroc`` of confidence for correctness: see
+    :mod:`retryctl.evals`).
 
     A task with several lines (an ``error`` line, then the line of the resumed run that finished it)
     counts once, by its last line.
     """
     rows = list({str(r.get("id")): r for r in lines}.values())
     done = [r for r in rows if r.get("status") != "error"]
-    graded = [r for r in done if "correct" in r]
+    graded = graded_outcomes(done)
     samples = [float(r.get("usage", {}).get("samples", 0.0)) for r in done]
     usd = sum(float(r.get("usage", {}).get("usd", 0.0)) for r in done)
+    figures = scores(graded).summary() if graded else {}
     return {
         "tasks": len(rows),
         "finished": len(done),
         "errors": len(rows) - len(done),
         "statuses": dict(Counter(str(r.get("status")) for r in rows).most_common()),
         "at_max_budget": sum(1 for r in done if r.get("at_max_budget")),
-        "accuracy": (sum(1 for r in graded if r["correct"]) / len(graded)) if graded else None,
         "graded": len(graded),
+        "accuracy": figures.get("accuracy"),
+        "coverage": figures.get("coverage"),
+        "accepted_precision": figures.get("accepted_precision"),
+        "ece": figures.get("ece"),
+        "auroc": figures.get("auroc"),
         "avg_samples": (sum(samples) / len(samples)) if samples else None,
         "usd": usd,
     }

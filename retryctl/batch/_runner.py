@@ -248,8 +248,12 @@ async def _rewound(graph: Any, config: Any) -> Any:
 
 
 def _task_config(task: Task) -> dict[str, Any]:
-    """The config a task runs with: its id as ``run_id``, ``batch-<id>`` as ``thread_id``."""
-    return {"configurable": {"thread_id": f"batch-{task.id}", "run_id": task.id}}
+    """The config a task runs with: its id as ``run_id``, ``batch-<id>`` as ``thread_id``, and its
+    ``gold`` when it has one (the demo agent writes it into its summary record, for the audit)."""
+    configurable = {"thread_id": f"batch-{task.id}", "run_id": task.id}
+    if task.gold is not None:
+        configurable["gold"] = task.gold
+    return {"configurable": configurable}
 
 
 def _task_engine(config: BatchConfig) -> AttemptEngine:

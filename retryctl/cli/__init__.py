@@ -29,6 +29,8 @@ _COMMANDS = {
     "batch": ("retryctl.cli._batch", "batch"),
     "demo": ("retryctl.cli._demo", "demo"),
     "doctor": ("retryctl.cli._doctor", "doctor"),
+    "eval": ("retryctl.cli._eval", "eval_"),
+    "calibrate": ("retryctl.cli._calibrate", "calibrate"),
     "serve": ("retryctl.cli._serve", "serve"),
 }
 

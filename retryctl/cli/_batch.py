@@ -74,7 +74,20 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
         ("tasks in results", str(summary["tasks"])),
         ("finished", str(summary["finished"])),
         ("infrastructure errors", str(summary["errors"])),
-        ("accuracy", "—" if acc is None else f"{acc:.1%} of {summary['graded']} with gold"),
+        (
+            "accuracy (accepted and right)",
+            "—" if acc is None else f"{acc:.1%} of {summary['graded']} with gold",
+        ),
+        *(
+            (label, "—" if summary[key] is None else f"{summary[key]:{spec}}")
+            for label, key, spec in (
+                ("coverage (accepted)", "coverage", ".1%"),
+                ("accepted precision", "accepted_precision", ".1%"),
+                ("ECE of accepted", "ece", ".3f"),
+                ("AUROC", "auroc", ".3f"),
+            )
+            if acc is not None
+        ),
         ("average samples", "—" if avg is None else f"{avg:.2f}"),
         ("cost (usd)", f"{summary['usd']:.4f}"),
         ("ended at max budget", str(summary["at_max_budget"])),

@@ -27,8 +27,9 @@ from retryctl.controller._breaker_store import (
     MemoryBreakerStore,
 )
 from retryctl.controller._budget import LIMIT_NAMES, Budget, Usage
+from retryctl.controller._calibration import Calibration, CalibrationCurve
 from retryctl.controller._clock import Clock, ManualClock
-from retryctl.controller._decide import Observation, decide
+from retryctl.controller._decide import CALIBRATED, FUSED, Observation, decide
 from retryctl.controller._engine import (
     Act,
     Ask,
@@ -43,6 +44,7 @@ from retryctl.controller._engine import (
     run_check,
 )
 from retryctl.controller._errors import Classification, ErrorClass, classify, parse_retry_after
+from retryctl.controller._evidence import NEAR_GREEDY, Repeats
 from retryctl.controller._ledger import Exhaustion, Ledger, LedgerSnapshot, Reservation, StepLedger
 from retryctl.controller._policy import EscalationStep, Policy
 from retryctl.controller._pricing import ModelPrice, PriceTable
@@ -52,6 +54,7 @@ from retryctl.controller._signals import (
     Signal,
     ValidatorResult,
     agreement,
+    cross_member,
     fuse,
     token_confidence,
     weakest_span,
@@ -74,7 +77,10 @@ from retryctl.controller.stopping import (
 )
 
 __all__ = [
+    "CALIBRATED",
+    "FUSED",
     "LIMIT_NAMES",
+    "NEAR_GREEDY",
     "Act",
     "Action",
     "AdaptiveBeta",
@@ -89,6 +95,8 @@ __all__ = [
     "BreakerState",
     "BreakerStore",
     "Budget",
+    "Calibration",
+    "CalibrationCurve",
     "Classification",
     "Clock",
     "DifficultyBudget",
@@ -113,6 +121,7 @@ __all__ = [
     "Policy",
     "PredictiveMajority",
     "PriceTable",
+    "Repeats",
     "Request",
     "Reservation",
     "Signal",
@@ -132,6 +141,7 @@ __all__ = [
     "as_equivalence",
     "as_rule",
     "classify",
+    "cross_member",
     "decide",
     "default_equivalence",
     "extract_answer_is",

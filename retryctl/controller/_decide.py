@@ -26,9 +26,13 @@ from retryctl.controller._signals import Fusion, Signal, ValidatorResult, fuse, 
 from retryctl.controller._verdict import Action, Evidence, Verdict
 from retryctl.controller.stopping import StopDecision, Tally
 
-__all__ = ["Observation", "decide"]
+__all__ = ["CALIBRATED", "FUSED", "Observation", "decide"]
 
 _OPEN = "open"
+FUSED = "fused"
+"""The evidence signal holding the raw fused confidence when a calibration applies."""
+CALIBRATED = "calibrated"
+"""The evidence signal holding the calibrated confidence (the verdict's own) when a calibration applies."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +90,18 @@ def _fusion(obs: Observation, policy: Policy) -> Fusion | None:
         signals.append(validators_signal(obs.validators))
     if not signals or all(not s.available for s in signals):
         return None
-    return fuse(signals, policy.weights)
+    fusion = fuse(signals, policy.weights)
+    if policy.calibration is None:
+        return fusion
+    # The verdict's confidence becomes the calibrated one (what the threshold is compared with); the
+    # raw fused value stays beside it in the evidence, so a reader sees both and the map's effect.
+    calibrated = policy.calibration(fusion.confidence, obs.target)
+    return Fusion(
+        calibrated,
+        {**fusion.signals, FUSED: fusion.confidence, CALIBRATED: calibrated},
+        fusion.weights,
+        fusion.notes,
+    )
 
 
 def _next_alternative(obs: Observation, policy: Policy) -> str | None:
@@ -260,15 +275,18 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
 
     threshold = policy.accept_threshold
     conf, limit = _distinct(fusion.confidence, threshold)
+    said = f"confidence {conf}"
+    if policy.calibration is not None:
+        said = f"calibrated confidence {conf} (fused {fusion.signals[FUSED]:.2f})"
     if fusion.confidence >= threshold:
-        return make(Action.ACCEPT, f"confidence {conf} >= threshold {limit}")
+        return make(Action.ACCEPT, f"{said} >= threshold {limit}")
     # The parts of the confidence are the signals that carry weight in it; the others (validators
     # gate, they do not score) stay in the evidence but would only pad the sentence.
     weighted = {k: v for k, v in fusion.signals.items() if fusion.weights.get(k, 0.0) > 0} or dict(
         fusion.signals
     )
     parts = ", ".join(f"{k} {v:.2f}" for k, v in weighted.items())
-    why = f"confidence {conf} < threshold {limit} ({parts})"
+    why = f"{said} < threshold {limit} ({parts})"
     if obs.error is not None:
         why = f"{why}; {obs.error.reason}"
     return _on_low_confidence(make, why, _low_confidence_feedback(conf, limit, weighted))

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
+from retryctl.controller._calibration import Calibration
 from retryctl.controller._signals import DEFAULT_WEIGHTS
 from retryctl.controller.stopping import KNOWN_POLICIES, RuleLike, StopRule, as_rule, parse_stopping_rule
 
@@ -22,7 +23,12 @@ class Policy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     accept_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
-    """Accept the best candidate when its fused confidence is at least this."""
+    """Accept the best candidate when its confidence is at least this: the calibrated confidence (an
+    estimate of P(correct)) with a ``calibration``, the raw fused one without."""
+    calibration: Calibration | None = None
+    """A map from the raw fused confidence to P(correct), fitted on graded outcomes
+    (``retryctl calibrate``; ``load_calibration`` reads its file). ``None``: the raw confidence is
+    compared with the threshold as it is."""
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     """Weight of each named signal in the fused confidence; renormalised over available signals."""
     stopping: str | RuleLike = "default"

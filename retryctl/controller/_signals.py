@@ -16,6 +16,7 @@ __all__ = [
     "Signal",
     "ValidatorResult",
     "agreement",
+    "cross_member",
     "fuse",
     "token_confidence",
     "validators_signal",
@@ -93,6 +94,24 @@ def agreement(answers: Sequence[str | None]) -> Signal:
     return Signal("agreement", max(counts.values()) / len(answers))
 
 
+def cross_member(leader: str | None, others: Mapping[str, Mapping[str, int]]) -> Signal:
+    """How far *other* members of the group agree with ``leader``: of the members that voted before
+    (``others``: member -> answer -> votes), the best share of one member's votes for ``leader``.
+
+    A member agreeing with itself may be repeating one mistake (a model translating a question the
+    same wrong way each time); another member reaching the same answer another way is evidence that
+    repetition is not. Unavailable until another member has voted.
+    """
+    voted = {m: v for m, v in others.items() if sum(v.values()) > 0}
+    if not voted:
+        return Signal.unavailable("cross_member", "no other member of the group has answered")
+    if leader is None:
+        return Signal("cross_member", 0.0, note="no answer to compare")
+    best, share = max(((m, v.get(leader, 0) / sum(v.values())) for m, v in voted.items()), key=lambda x: x[1])
+    note = f"{best} gave it {share:.0%} of its votes" if share > 0 else "no other member gave this answer"
+    return Signal("cross_member", share, note=note)
+
+
 @dataclass(frozen=True)
 class ValidatorResult:
     """One check of a candidate or tool result: its name, whether it passed, and the evidence."""
@@ -115,7 +134,12 @@ def validators_signal(results: Sequence[ValidatorResult]) -> Signal:
 DEFAULT_WEIGHTS: Mapping[str, float] = {
     "agreement": 0.5,
     "verifier": 0.3,
+    # Measured only after a switch (another member's votes for the answer) and shown, but not weighted
+    # by default: a member the step left for being unsure is noise to most groups. A group whose
+    # members reach answers by different routes (the demo's model, calculator and python) weights it.
+    "cross_member": 0.0,
     "token_confidence": 0.2,
+    "weakest_span": 0.1,  # the least sure stretch of the best candidate's tokens
     "validators": 0.0,  # validators gate (a failure means refine); they do not dilute confidence
 }
 

@@ -250,6 +250,9 @@ class Candidate:
     """Wall time of the call that produced it, in milliseconds."""
     seed: int | None = None
     """The seed it was sampled with, when known."""
+    temperature: float | None = None
+    """The temperature it was sampled at, when it differs from the one asked for (a member that
+    decodes at its own temperature says so); ``None``: the one asked for."""
     answer: str | None = None
     """An answer already extracted by the source (a sample bank's ``answer``), else ``None``."""
     constraint: Constraint | None = None

@@ -30,6 +30,7 @@ __all__ = [
     "exhaustion_from",
     "exhaustion_to",
     "leader_token_confidence",
+    "leader_weakest_span",
     "run_validators",
     "signal_from",
     "signal_to",
@@ -87,12 +88,13 @@ def signal_from(d: dict[str, Any]) -> Signal:
 
 
 def tally_of(candidates: Sequence[CandidateRecord], max_samples: int) -> Tally | None:
-    """The tally of an attempt's candidates, ``None`` without candidates."""
-    if not candidates:
+    """The tally of an attempt's votes (its candidates but the repeats), ``None`` without any."""
+    votes = [c for c in candidates if not c.get("repeat")]
+    if not votes:
         return None
-    confidences = [c["token_confidence"] for c in candidates]
+    confidences = [c["token_confidence"] for c in votes]
     usable = confidences if all(c is not None for c in confidences) else None
-    return Tally.of([c["answer"] for c in candidates], usable, max_samples=max_samples)
+    return Tally.of([c["answer"] for c in votes], usable, max_samples=max_samples)
 
 
 def best_candidate(candidates: Sequence[CandidateRecord]) -> CandidateRecord | None:
@@ -109,11 +111,22 @@ def leader_token_confidence(candidates: Sequence[CandidateRecord]) -> Signal:
     best = best_candidate(candidates)
     if best is None:
         return Signal.unavailable("token_confidence", "no candidates")
-    voters = [c["token_confidence"] for c in candidates if c["answer"] == best["answer"]]
+    voters = [
+        c["token_confidence"] for c in candidates if c["answer"] == best["answer"] and not c.get("repeat")
+    ]
     known = [v for v in voters if v is not None]
     if not known:
         return Signal.unavailable("token_confidence", "no token logprobs from the backend")
     return Signal("token_confidence", sum(known) / len(known))
+
+
+def leader_weakest_span(candidates: Sequence[CandidateRecord]) -> Signal:
+    """The weakest span of the best candidate's tokens; unavailable without logprobs."""
+    best = best_candidate(candidates)
+    span = best.get("weakest_span") if best is not None else None
+    if span is None:
+        return Signal.unavailable("weakest_span", "no token logprobs from the backend")
+    return Signal("weakest_span", span)
 
 
 def run_validators(validators: Sequence[Validator], text: str) -> list[ValidatorResult]:

@@ -39,6 +39,7 @@ from retryctl.controller import (
     Exhaustion,
     Ledger,
     PriceTable,
+    Repeats,
     Reservation,
     StepLedger,
     StopDecision,
@@ -46,6 +47,7 @@ from retryctl.controller import (
     Tally,
     classify,
     token_confidence,
+    weakest_span,
 )
 from retryctl.controller import Usage as BudgetUsage
 from retryctl.controller.stopping import fewest_more
@@ -207,16 +209,43 @@ def _actual(candidates: Sequence[Candidate], model: str, prices: PriceTable | No
     )
 
 
-def _record(c: Candidate, answer: str | None, attempt: int) -> CandidateRecord:
+def _record(c: Candidate, answer: str | None, attempt: int, *, repeat: bool) -> CandidateRecord:
     signal = token_confidence(c.token_logprobs)
-    return CandidateRecord(
+    span = weakest_span(c.token_logprobs)
+    record = CandidateRecord(
         text=c.text,
         answer=answer,
         token_confidence=signal.value if signal.available else None,
+        weakest_span=span.value if span.available else None,
         model=c.model,
         attempt=attempt,
         seed=c.seed,
     )
+    if repeat:
+        record["repeat"] = True
+    return record
+
+
+@dataclass
+class _Votes:
+    """An attempt's candidates as votes: every one drawn is recorded, the repeats are not votes."""
+
+    answers: list[str | None] = field(default_factory=list)
+    confidences: list[float | None] = field(default_factory=list)
+    drawn: int = 0
+    repeats: Repeats = field(default_factory=Repeats)
+
+    def add(self, c: Candidate, equivalence: EquivalenceLike, attempt: int, asked: float) -> CandidateRecord:
+        """Record ``c`` (drawn at temperature ``asked`` unless it says otherwise); vote unless a repeat."""
+        answer = c.answer if c.answer is not None else equivalence(c.text)
+        temperature = c.temperature if c.temperature is not None else asked
+        repeat = self.repeats.check(c.text, seed=c.seed, temperature=temperature)
+        record = _record(c, answer, attempt, repeat=repeat)
+        self.drawn += 1
+        if not repeat:
+            self.answers.append(answer)
+            self.confidences.append(record["token_confidence"])
+        return record
 
 
 def sampling(
@@ -239,8 +268,8 @@ def sampling(
     early and the attempt is judged on the samples it has.
     """
     out = SampleOutcome()
-    answers: list[str | None] = []
-    confidences: list[float | None] = []
+    votes = _Votes()
+    answers, confidences = votes.answers, votes.confidences
     cap = max_samples
     plain = min(min_samples, cap)  # the draw's size, asking the rule after every sample
     k = plain
@@ -252,7 +281,7 @@ def sampling(
         k = min(max(plain, fewest_more(rule, Tally.of((), max_samples=cap))), cap)
     while True:
         charge = _TransportCharge(ledgers)
-        params = schedule.params(attempt=attempt, drawn=len(answers), disagreed=bool(answers))
+        params = schedule.params(attempt=attempt, drawn=votes.drawn, disagreed=bool(answers))
         req = DrawRequest(k, params, on_retry=charge)
         held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
         if isinstance(held, Exhaustion) and k > plain:
@@ -283,26 +312,30 @@ def sampling(
         charge.report(out)
         for r in held:
             r.commit(_actual(drawn, model, prices))
-        for c in drawn:
-            answer = c.answer if c.answer is not None else equivalence(c.text)
-            record = _record(c, answer, attempt)
-            out.candidates.append(record)
-            answers.append(answer)
-            confidences.append(record["token_confidence"])
+        before = len(answers)
+        out.candidates += [votes.add(c, equivalence, attempt, params.temperature) for c in drawn]
+        if drawn and len(answers) == before:
+            # A whole draw of repeats (near-greedy, or seeds already drawn): more of the same would
+            # add samples and cost but no evidence, so the attempt is judged on what it has.
+            out.notes.append(
+                f"sampling ended early: the last {len(drawn)} samples only repeated earlier ones "
+                f"(temperature {params.temperature:g}), so more would add no evidence"
+            )
+            return out
         conf_list = confidences if all(c is not None for c in confidences) else None
         decision = rule(Tally.of(answers, conf_list, max_samples=cap))
         out.stop = decision
         if decision.max_samples is not None:
-            cap = max(len(answers), min(cap, decision.max_samples))
-        if decision.stop or len(answers) >= cap:
+            cap = max(votes.drawn, min(cap, decision.max_samples))
+        if decision.stop or votes.drawn >= cap:
             return out
         # The samples the rule is sure to need, in one call: the same samples and the same stop as
         # asking it after each one, without waiting for them one by one.
-        plain = min(schedule.batch, cap - len(answers))
+        plain = min(schedule.batch, cap - votes.drawn)
         k = plain
         if not _walls_left(ledgers):
             tally = Tally.of(answers, conf_list, max_samples=cap)
-            k = min(max(plain, fewest_more(rule, tally)), cap - len(answers))
+            k = min(max(plain, fewest_more(rule, tally)), cap - votes.drawn)
 
 
 def _walls_left(ledgers: Sequence[Ledger | StepLedger]) -> list[float]:

@@ -7,7 +7,7 @@ objects, and the same state must serialise under any LangGraph checkpointer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -35,12 +35,17 @@ class CandidateRecord(TypedDict):
     """Its canonical answer after answer equivalence, ``None`` when none could be extracted."""
     token_confidence: float | None
     """exp(mean token logprob), ``None`` without logprobs."""
+    weakest_span: NotRequired[float | None]
+    """The lowest geometric-mean probability over 8 consecutive tokens, ``None`` without logprobs."""
     model: str
     """The backend that produced it."""
     attempt: int
     """The attempt that drew it."""
     seed: int | None
     """The seed it was drawn with."""
+    repeat: NotRequired[bool]
+    """It repeats an earlier candidate of the attempt (same text, same seed or both near-greedy:
+    :class:`~retryctl.controller.Repeats`): kept and shown, but not a vote."""
 
 
 class StepVerdict(TypedDict):
@@ -122,6 +127,8 @@ class ControlState(TypedDict, total=False):
     """Facts about the last attempt worth explaining (e.g. sampling ended early on a budget)."""
     best: dict[str, Any] | None
     """The best candidate so far: ``answer``, ``text``, ``model``, ``attempt``."""
+    votes_by_member: dict[str, dict[str, int]]
+    """Every member's votes so far in this step (answer -> count), for the ``cross_member`` signal."""
     last_verdict: dict[str, Any] | None
     """The latest verdict, dumped to JSON."""
     stop_reason: str | None

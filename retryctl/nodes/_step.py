@@ -33,6 +33,7 @@ from retryctl.controller import (
     StepLedger,
     ValidatorResult,
     classify,
+    cross_member,
     default_equivalence,
 )
 from retryctl.controller._breaker import counts_against
@@ -50,6 +51,7 @@ from retryctl.nodes._observe import (
     exhaustion_from,
     exhaustion_to,
     leader_token_confidence,
+    leader_weakest_span,
     run_validators,
     signal_from,
     signal_to,
@@ -66,6 +68,7 @@ from retryctl.nodes._sampling import (
     sampling,
 )
 from retryctl.nodes._state import (
+    CandidateRecord,
     ControlState,
     StepInput,
     StepOutput,
@@ -93,6 +96,19 @@ class _Attempt:
     started: float
     notes: list[str]
     """Facts about the breaker's store failing, for the verdict's evidence."""
+
+
+def _with_votes(
+    votes: dict[str, dict[str, int]], member: str | None, candidates: Sequence[CandidateRecord]
+) -> dict[str, dict[str, int]]:
+    """``votes`` with ``member``'s answers of this attempt added (repeats are not votes)."""
+    if member is None:
+        return votes
+    mine = dict(votes.get(member, {}))
+    for c in candidates:
+        if c["answer"] is not None and not c.get("repeat"):
+            mine[c["answer"]] = mine.get(c["answer"], 0) + 1
+    return {**votes, member: mine}
 
 
 class ControlledStep(StepRoutes):
@@ -324,7 +340,16 @@ class ControlledStep(StepRoutes):
         best = best_candidate(candidates)
         if best is not None:
             control["best"] = {k: best[k] for k in ("answer", "text", "model", "attempt")}
-        control["signals"] = [signal_to(leader_token_confidence(candidates))] if candidates else []
+        control["signals"] = []
+        if candidates:
+            others = {
+                m: v for m, v in control.get("votes_by_member", {}).items() if m != control.get("target")
+            }
+            control["signals"] = [
+                signal_to(leader_token_confidence(candidates)),
+                signal_to(leader_weakest_span(candidates)),
+                signal_to(cross_member(best["answer"] if best else None, others)),
+            ]
         results = run_validators(self.validators, best["text"]) if best and self.validators else []
         control["validators"] = [
             {"name": v.name, "passed": v.passed, "evidence": v.evidence} for v in results
@@ -380,5 +405,6 @@ class ControlledStep(StepRoutes):
         )
         dumped = verdict.model_dump(mode="json")
         control["last_verdict"] = dumped
+        control["votes_by_member"] = _with_votes(control.get("votes_by_member", {}), target, candidates)
         record = StepVerdict(attempt=attempt.attempt, target=target, verdict=dumped)
         return Command(update={"verdicts": [record], "control": control}, goto=verdict.action.value)

@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from retryctl._scores import auroc, ece
 from retryctl.controller.stopping import RuleLike, StopDecision, StoppingRule, Tally, as_rule
 from retryctl.exceptions import ConfigError
 from retryctl.replay._bank import NO_ANSWER, CodedBank, CodedQuestion
@@ -34,6 +35,11 @@ class ReplayResult:
     """Per question, in how many orders the answer matched the gold."""
     samples: tuple[int, ...]
     """Per question, samples drawn summed over the orders."""
+    ece: float | None = None
+    """ECE (equal-mass bins) of the rule's final confidence as P(the answer is right), over every
+    (order, question); ``None`` without any."""
+    auroc: float | None = None
+    """AUROC of that confidence for correctness; ``None`` unless both right and wrong answers occur."""
 
     @property
     def questions(self) -> int:
@@ -63,13 +69,13 @@ def make_orders(bank: CodedBank, *, orders: int, seed: int) -> Orders:
 
 # Decisions of an order-free rule by vote signature (sorted answer votes, unanswered, cap): many
 # questions and orders share signatures, so most steps of a replay are a dict lookup.
-_Memo = dict[_Signature, tuple[bool, int | None]]
+_Memo = dict[_Signature, tuple[bool, int | None, float]]
 
 
 def _run_one(
     question: CodedQuestion, perm: Sequence[int], rule: StoppingRule, cap: int, memo: _Memo | None
-) -> tuple[int, int]:
-    """Replay one question in one order; returns (answer code, samples drawn)."""
+) -> tuple[int, int, float]:
+    """Replay one question in one order; returns (answer code, samples drawn, the rule's last confidence)."""
     counts = [0] * len(question.keys)
     first_seen = [0] * len(question.keys)
     unanswered = 0
@@ -78,6 +84,7 @@ def _run_one(
     answers: list[str | None] = []
     confidences: list[float | None] = []
     n = 0
+    confidence = 0.0
     while n < cap:
         index = perm[n]
         code = question.answers[index]
@@ -98,12 +105,12 @@ def _run_one(
             if cached is None:
                 decision = rule(Tally(tuple(answers), (), cap))
                 _check(decision, rule)
-                cached = memo[signature] = (decision.stop, decision.max_samples)
-            stop, lower = cached
+                cached = memo[signature] = (decision.stop, decision.max_samples, decision.confidence)
+            stop, lower, confidence = cached
         else:
             decision = rule(Tally(tuple(answers), tuple(confidences), cap))
             _check(decision, rule)
-            stop, lower = decision.stop, decision.max_samples
+            stop, lower, confidence = decision.stop, decision.max_samples, decision.confidence
         if lower is not None and lower < cap:
             cap = max(lower, 1)
         if stop:
@@ -116,7 +123,7 @@ def _run_one(
             or (votes == counts[best] and first_seen[code] < first_seen[best])
         ):
             best = code
-    return best, n
+    return best, n, confidence
 
 
 def _check(decision: object, rule: StoppingRule) -> None:
@@ -143,11 +150,21 @@ def replay(
     memo: _Memo | None = {} if order_free else None
     correct = [0] * len(bank.questions)
     drawn = [0] * len(bank.questions)
+    finals: list[tuple[float, bool]] = []
     for order in orders:
         for qi, (question, perm) in enumerate(zip(bank.questions, order, strict=True)):
             use_memo = memo if not question.has_confidences else None
-            answer, n = _run_one(question, perm, rule, min(max_samples, question.n), use_memo)
-            correct[qi] += answer != NO_ANSWER and answer == question.gold
+            answer, n, confidence = _run_one(question, perm, rule, min(max_samples, question.n), use_memo)
+            right = answer != NO_ANSWER and answer == question.gold
+            correct[qi] += right
             drawn[qi] += n
+            finals.append((min(1.0, max(0.0, confidence)), right))
     name = policy if policy is not None else getattr(rule, "name", repr(rule))
-    return ReplayResult(policy=name, orders=len(orders), correct=tuple(correct), samples=tuple(drawn))
+    return ReplayResult(
+        policy=name,
+        orders=len(orders),
+        correct=tuple(correct),
+        samples=tuple(drawn),
+        ece=ece(finals),
+        auroc=auroc(finals),
+    )

@@ -102,6 +102,8 @@ def summary_row(
         "avg_samples": round(result.avg_samples(), 4),
         "questions": result.questions,
         "orders": result.orders,
+        "ece": None if result.ece is None else round(result.ece, 4),
+        "auroc": None if result.auroc is None else round(result.auroc, 4),
     }
     if strata is not None:
         split: dict[str, Any] = {}

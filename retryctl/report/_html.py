@@ -173,6 +173,22 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
             )
         )
         parts.append(_panel("accuracy", "Accuracy against cost", body))
+        if acc["reliability"]:
+            bins = [
+                (float(b["confidence"]), float(b["accuracy"]), float(b["steps"])) for b in acc["reliability"]
+            ]
+            body = (
+                f"<p>Accepted steps: {acc['accepted_accuracy']:.1%} right; ECE of their confidence "
+                f"{acc['accepted_ece']:.3f} (equal-mass bins; on the diagonal, a confidence is the share "
+                "right).</p>"
+                + scatter(
+                    bins,
+                    title="Reliability of accepted steps (point size = steps in the bin)",
+                    x_label="mean confidence",
+                    y_label="share right",
+                )
+            )
+            parts.append(_panel("reliability", "Reliability diagram", body))
     parts.append(_panel("tokens", "Per-token uncertainty", _tokens(analysis)))
     parts.append(_sections(summary))
     parts.append("</body></html>")

@@ -15,6 +15,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import Any
 
+from retryctl._scores import ece, reliability
 from retryctl.report._model import Analysis, no_cyclic_gc
 from retryctl.report._totals import TOP, Hole, StepTotals, budget_of, reason_shape, running_total
 
@@ -159,12 +160,16 @@ def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
     oks, accepted = totals.graded, totals.accepted_graded
     if not oks:
         return None
+    reliable = list(zip(totals.accepted_confidence, accepted, strict=True))
     right = sum(oks)
     return {
         "graded": len(oks),
         "correct": right,
         "accuracy": right / len(oks),
         "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
+        # How far an accepted step's confidence is its chance of being right (retryctl.evals).
+        "accepted_ece": ece(reliable),
+        "reliability": [{"confidence": c, "accuracy": a, "steps": n} for c, a, n in reliability(reliable)],
         "avg_samples": sum(totals.graded_samples) / len(oks),
         "usd": sum(totals.graded_usd),
         "by_samples": [

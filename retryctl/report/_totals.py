@@ -111,6 +111,8 @@ class StepTotals(msgspec.Struct, gc=False):
     """Whether each step with a gold answer got it right, in step order."""
     accepted_graded: list[bool] = msgspec.field(default_factory=list)
     """Likewise for the graded steps that ended in ``accept``."""
+    accepted_confidence: list[float] = msgspec.field(default_factory=list)
+    """The last confidence of each of those steps (0 when none was given), for the reliability diagram."""
     graded_samples: list[Any] = msgspec.field(default_factory=list)
     """Samples of each graded step, in step order."""
     graded_usd: list[Any] = msgspec.field(default_factory=list)
@@ -133,6 +135,7 @@ class StepTotals(msgspec.Struct, gc=False):
         memo: dict[tuple[Any, Any], bool] = {}  # answers and golds repeat across runs of one task set
         graded: list[bool] = []
         accepted_graded: list[bool] = []
+        accepted_confidence: list[float] = []
         graded_samples: list[Any] = []
         graded_usd: list[Any] = []
         by_samples: dict[Any, list[Any]] = {}
@@ -180,6 +183,7 @@ class StepTotals(msgspec.Struct, gc=False):
                 graded.append(ok)
                 if ok_accept:
                     accepted_graded.append(ok)
+                    accepted_confidence.append(float(s.last_confidence or 0.0))
                 graded_samples.append(x)
                 graded_usd.append(u)
                 row = by_samples.get(x)
@@ -221,6 +225,7 @@ class StepTotals(msgspec.Struct, gc=False):
             bands=list(bands.values()),
             graded=graded,
             accepted_graded=accepted_graded,
+            accepted_confidence=accepted_confidence,
             graded_samples=graded_samples,
             graded_usd=graded_usd,
             by_samples=list(by_samples.values()),
@@ -259,6 +264,7 @@ class StepTotals(msgspec.Struct, gc=False):
         _add_rows(self.bands, later.bands, key=3, width=3)
         self.graded.extend(later.graded)
         self.accepted_graded.extend(later.accepted_graded)
+        self.accepted_confidence.extend(later.accepted_confidence)
         self.graded_samples.extend(later.graded_samples)
         self.graded_usd.extend(later.graded_usd)
         _add_rows(self.by_samples, later.by_samples, key=1, width=2)

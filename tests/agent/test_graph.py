@@ -13,6 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from retryctl.agent import DemoState, build_demo_graph
+from retryctl.agent._calibration import shipped_calibration
+from retryctl.agent._graph import demo_policy
 from retryctl.audit import DecisionLog, verify_log
 from retryctl.controller import LIMIT_NAMES, Budget
 from retryctl.models import Message, SamplingParams
@@ -24,7 +26,9 @@ QUESTION: DemoState = {
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t1", "run_id": "run-1"}}
 
 
-def model(answers: list[str], expression: str, *, confidence: float = 0.9) -> ScriptedBackend:
+def model(
+    answers: list[str], expression: str, *, confidence: float = 0.9, name: str = "small"
+) -> ScriptedBackend:
     """A scripted model: its own answers in turn, and always ``expression`` when asked for one."""
     turn = iter(answers * 10)
 
@@ -34,7 +38,7 @@ def model(answers: list[str], expression: str, *, confidence: float = 0.9) -> Sc
         return f"The answer is {next(turn)}."
 
     item: Callable[[list[Message], SamplingParams], str] = reply
-    return ScriptedBackend([item], model="small", confidence=confidence, cycle=True)
+    return ScriptedBackend([item], model=name, confidence=confidence, cycle=True)
 
 
 class TestBuildDemoGraph:
@@ -131,3 +135,21 @@ class TestBuildDemoGraph:
         assert run.output["result"]["answer"] == "51"
         state = asyncio.run(graph.ainvoke(QUESTION, CONFIG))
         assert state["result"]["served_by"] == "calculator"
+
+
+class TestShippedCalibration:
+    def test_the_embedded_models_own_agreeing_answers_are_not_taken_at_their_word(self) -> None:
+        # On the development set the model's own answers, agreeing or not, were right a few times in a
+        # hundred: calibrated, three agreeing answers are far from "probably right", so the step moves on.
+        shipped = demo_policy()
+        assert shipped.calibration is not None and shipped.calibration is shipped_calibration()
+        embedded = "embedded:SmolLM2-135M-Instruct.Q4_1"
+        own = shipped.calibration.curves[embedded]
+        assert own(1.0) < shipped.accept_threshold
+        scripted = model(["51"], "7 * 8 - 5", name=embedded)  # answers as the embedded model is named
+        raw = capture_verdicts(build_demo_graph(model=scripted), QUESTION, CONFIG)
+        assert raw.actions == ["accept"]  # another backend: no calibration, the raw confidence
+        calibrated = capture_verdicts(build_demo_graph(model=scripted, policy=shipped), QUESTION, CONFIG)
+        first = calibrated.verdicts[0]["verdict"]
+        assert first["action"] == "switch"
+        assert first["evidence"]["signals"]["fused"] >= 0.8 > first["confidence"]

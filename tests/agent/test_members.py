@@ -13,6 +13,7 @@ from retryctl.agent._members import (
     AnswerBackend,
     ToolBackend,
     numbers_from_question,
+    repeated_numbers,
     ungrounded_numbers,
     unused_numbers,
 )
@@ -47,7 +48,14 @@ class TestToolBackend:
         [call] = model.calls
         assert call.params.response_format is not None
         assert call.params.response_format["json_schema"]["name"] == "expression"
-        assert call.params.temperature == 0.2  # an expression is a translation: near-greedy
+        # The step's temperature: near-greedy translations would be one translation printed k times.
+        assert call.params.temperature == 0.9
+        assert first.temperature is None  # drawn at the temperature asked for
+        pinned = ToolBackend(
+            ScriptedBackend(['{"expression": "7 * 8 - 5"}']), CalculatorTool(), temperature=0.2
+        )
+        [drawn] = pinned.sample_sync(Q, SamplingParams(temperature=0.9))
+        assert drawn.temperature == 0.2  # says so when it decodes at its own
         assert tool.name == "calculator"
 
     def test_a_refused_expression_is_a_candidate_without_an_answer(self) -> None:
@@ -237,3 +245,35 @@ class TestNumbersFromQuestion:
             "15, which is not in the question. Correct it and answer again."
         )
         assert "consistent" not in verdict.feedback
+
+
+class TestRepeatedNumbers:
+    def test_a_number_counted_twice_is_refused_and_named(self) -> None:
+        eva = [{"role": "user", "content": "Eva has 11 apples and loses 10. How many apples are left?"}]
+        assert repeated_numbers("11 * 10 - 10", eva) == ["10"]
+        assert repeated_numbers("11 - 10", eva) == []
+        model = ScriptedBackend(['{"expression": "11 * 10 - 10"}'], model="m")
+        [cand] = ToolBackend(model, CalculatorTool()).sample_sync(eva)
+        finding = "the expression '11 * 10 - 10' uses 10 more often than the question gives it"
+        assert (cand.answer, cand.text) == (None, f"{NO_ANSWER}{finding}")
+        assert numbers_from_question(cand.text) == ValidatorResult(NUMBERS_CHECK, False, finding)
+
+    def test_a_number_the_question_writes_twice_is_needed_twice(self) -> None:
+        zoe = [{"role": "user", "content": "Zoe buys 2 decks of 7 cards and 9 decks of 7 cards. How many?"}]
+        assert unused_numbers("2 * 9 * 7", zoe) == ["7"]
+        assert unused_numbers("2 * 7 + 9 * 7", zoe) == []
+        assert repeated_numbers("2 * 7 + 9 * 7", zoe) == []
+
+    def test_a_number_the_words_imply_may_be_used_again(self) -> None:
+        twice = [{"role": "user", "content": "Ann has 5 apples and Bob has twice as many. How many in all?"}]
+        assert repeated_numbers("5 + 5 * 2", twice) == ["5"]  # 5 is counted twice: refused (documented)
+        halves = [{"role": "user", "content": "Cut 2 cakes in half. How many pieces?"}]
+        assert repeated_numbers("2 * 2", halves) == []  # "half" implies a 2 of its own
+
+    def test_every_part_of_a_finding_is_read_back(self) -> None:
+        finding = (
+            "the expression '5 * 5 - 2' uses 2, which is not in the question; it also uses 5 more often "
+            "than the question gives it; it also leaves out 7, which the question gives"
+        )
+        expected = ValidatorResult(NUMBERS_CHECK, False, finding)
+        assert numbers_from_question(f"{NO_ANSWER}{finding}") == expected

@@ -109,7 +109,9 @@ class TestAuditCommand:
         page = tmp_path / "report.html"
         result = _audit(str(log), "--html", str(page))
         assert result.exit_code == 0, result.output
-        assert page.read_text().count('<svg class="chart"') == 4  # no per-token data in this log
+        # No per-token data in this log; its gold answers add the reliability diagram of accepted steps.
+        assert page.read_text().count('<svg class="chart"') == 5
+        assert "Reliability diagram" in page.read_text()
 
     def test_one_pass_over_two_processes_prints_what_the_plain_path_prints(
         self, log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -38,10 +38,12 @@ class TestBenchCommand:
         rows = json.loads(result.stdout)
         assert [r["policy"] for r in rows] == ["default", "sc-10"]
         for row in rows:
-            assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders"}
+            assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders", "ece", "auroc"}
             assert row["questions"] == 4 and row["orders"] == 20
-        # SC-10 on these four questions: every majority is the gold.
+        # SC-10 on these four questions: every majority is the gold, so no wrong answer to rank against
+        # (AUROC undefined), and the error is how far the vote shares fall short of 1.
         assert rows[1]["accuracy"] == 100.0 and rows[1]["avg_samples"] == 10.0
+        assert rows[1]["auroc"] is None and 0.0 < rows[1]["ece"] < 1.0
 
     def test_options_reach_the_replay(self, bank: Path) -> None:
         result = _bench(str(bank), "--policy", "sc-40", "--orders", "3", "--max-samples", "2", "--json")

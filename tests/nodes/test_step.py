@@ -60,10 +60,11 @@ class TestControlledStep:
         out = run(ControlledStep(backend, policy=policy, verifier=doubtful).compile(), user("q"))
         evidence = out.verdicts[0]["verdict"]["evidence"]
         assert evidence["signals"] == pytest.approx(
-            {"token_confidence": 0.9, "agreement": 1.0, "verifier": 0.0}
+            {"token_confidence": 0.9, "weakest_span": 0.9, "agreement": 1.0, "verifier": 0.0}
         )
-        # Default weights agreement 0.5, verifier 0.3, token confidence 0.2: 0.5 + 0.18 = 0.68 < 0.8.
-        assert out.verdicts[0]["verdict"]["confidence"] == pytest.approx(0.68)
+        # Default weights agreement 0.5, verifier 0.3, token confidence 0.2, weakest span 0.1, over
+        # their sum 1.1: (0.5 + 0.18 + 0.09) / 1.1 = 0.7 < 0.8.
+        assert out.verdicts[0]["verdict"]["confidence"] == pytest.approx(0.7)
         assert out.actions == ["stop"]
         assert seen == ["42"]
 
@@ -429,3 +430,56 @@ class TestConfig:
             ControlledStep([])
         with pytest.raises(ConfigError, match="unique"):
             ControlledStep([ScriptedBackend([]), ScriptedBackend([])])
+
+
+class TestEvidence:
+    """A repeated near-greedy candidate is no new vote; another member agreeing is."""
+
+    def test_near_greedy_repeats_do_not_raise_agreement(self, run: Runner) -> None:
+        policy = Policy(
+            stopping="default", min_samples=3, max_samples=3, accept_threshold=0.9, low_confidence=("stop",)
+        )
+        cold = SamplingSchedule(temperatures=(0.2,), seed=1)
+        out = run(
+            ControlledStep(ScriptedBackend(["42"] * 3), policy=policy, schedule=cold).compile(), user("q")
+        )
+        hot = SamplingSchedule(temperatures=(0.7,), seed=1)
+        ref = run(
+            ControlledStep(ScriptedBackend(["42"] * 3), policy=policy, schedule=hot).compile(), user("q")
+        )
+        # Three draws each, but near-greedy they are one vote: the rule's posterior is over one sample.
+        notes = out.verdicts[0]["verdict"]["evidence"]["notes"]
+        assert any(n.startswith("agreement: posterior of") and n.endswith("over 1 samples") for n in notes)
+        assert any(n.endswith("over 3 samples") for n in ref.verdicts[0]["verdict"]["evidence"]["notes"])
+        assert out.output["result"]["usage"]["samples"] == ref.output["result"]["usage"]["samples"] == 3
+        assert out.verdicts[0]["verdict"]["confidence"] < ref.verdicts[0]["verdict"]["confidence"]
+        assert ref.actions == ["accept"] and out.actions == ["stop"]
+
+    def test_members_that_agree_count_for_more_than_one_agreeing_with_itself(self, run: Runner) -> None:
+        weights = {"agreement": 0.5, "cross_member": 0.3}
+        policy = Policy(**THREE, weights=weights, accept_threshold=0.99, low_confidence=("switch", "stop"))
+
+        def second_verdict(first_answers: list[str]) -> dict[str, Any]:
+            small = ScriptedBackend(first_answers, model="small")
+            large = ScriptedBackend(["42"] * 3, model="large")
+            out = run(ControlledStep([small, large], policy=policy).compile(), user("q"))
+            assert [v["target"] for v in out.verdicts] == ["small", "large"]
+            verdict: dict[str, Any] = out.verdicts[1]["verdict"]
+            return verdict
+
+        agreeing = second_verdict(["42", "41", "42"])
+        alone = second_verdict(["1", "2", "3"])
+        assert agreeing["evidence"]["signals"]["cross_member"] == pytest.approx(2 / 3)
+        assert alone["evidence"]["signals"]["cross_member"] == 0.0
+        assert agreeing["confidence"] > alone["confidence"]
+
+    def test_a_draw_of_nothing_but_repeats_ends_sampling(self, run: Runner) -> None:
+        # Near-greedy, every sample after the first repeats it: drawing to max_samples would only cost.
+        policy = Policy(stopping="default", min_samples=1, max_samples=8, low_confidence=("stop",))
+        cold = SamplingSchedule(temperatures=(0.2,), seed=1)
+        backend = ScriptedBackend(["42"], cycle=True)
+        out = run(ControlledStep(backend, policy=policy, schedule=cold).compile(), user("q"))
+        drawn = out.output["result"]["usage"]["samples"]
+        assert 1 < drawn < 8
+        notes = out.verdicts[0]["verdict"]["evidence"]["notes"]
+        assert any("only repeated earlier ones (temperature 0.2)" in n for n in notes)

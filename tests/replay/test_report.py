@@ -51,9 +51,21 @@ class TestSummaryRow:
         orders = make_orders(bank, orders=2, seed=0)
         first, second = run_policies(bank, ["sc-4", "sc-1"], orders=orders, max_samples=40)
         row = summary_row(first)
-        assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders"}
+        assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders", "ece", "auroc"}
+        assert row["auroc"] is None  # every answer right: nothing to rank a wrong one against
         assert row["accuracy"] == 100.0 and row["avg_samples"] == 4.0
         assert (row["questions"], row["orders"]) == (3, 2)
         split = summary_row(second, strata=strata_of(bank), baseline=first)["strata"]
         assert split["medium"]["questions"] == 3 and split["medium"]["delta_vs"] == "sc-4"
         assert split["medium"]["delta"] == pytest.approx(second.accuracy() - 100.0)
+
+
+class TestFinalConfidence:
+    def test_ece_and_auroc_of_the_rules_last_confidence(self, tmp_path: Path) -> None:
+        # q0: unanimous and right (SC-4 share 1.0); q1: split, and its majority wrong (share 0.5).
+        records = [question("q0", "a", ["a"] * 4), question("q1", "a", ["b", "b", "a", "c"])]
+        bank = code_bank(write_bank(tmp_path / "b.jsonl", records))
+        [result] = run_policies(bank, ["sc-4"], orders=make_orders(bank, orders=3, seed=0), max_samples=4)
+        assert result.auroc == 1.0  # the right answer always had the higher confidence
+        # Six points make one bin: mean confidence 0.75, half of them right.
+        assert result.ece == pytest.approx(0.25)

@@ -2,7 +2,8 @@
 
 Kept verbatim (but for this docstring, the entry point's name, and the per-budget stop reasons of
 issue 12, changed here as in ``_totals.py``: a budget's name is kept in a reason's shape and given
-as the row's ``budget``) so that ``test_totals.py`` can check that totalling steps in halves and
+as the row's ``budget``; and issue 13's ``accepted_ece`` and ``reliability`` of the accepted steps'
+last confidences) so that ``test_totals.py`` can check that totalling steps in halves and
 joining them gives, bit for bit, what this gives.
 
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
@@ -17,6 +18,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from retryctl._answers import answers_agree
+from retryctl._scores import ece, reliability
 from retryctl.report._model import Analysis, StepOutcome, no_cyclic_gc
 
 __all__ = ["reference_summarise"]
@@ -226,6 +228,7 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
     memo: dict[tuple[Any, Any], bool] = {}  # answers and golds repeat across runs of one task set
     oks: list[bool] = []
     accepted: list[bool] = []
+    confidences: list[float] = []
     samples: list[Any] = []
     usd: list[Any] = []
     by_samples: dict[float, list[int]] = {}
@@ -242,6 +245,7 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
         oks.append(ok)
         if s.last_action == "accept":
             accepted.append(ok)
+            confidences.append(float(s.last_confidence or 0.0))
         x = s.samples
         samples.append(x)
         usd.append(s.usd)
@@ -258,6 +262,11 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
         "correct": right,
         "accuracy": right / len(oks),
         "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
+        "accepted_ece": ece(list(zip(confidences, accepted, strict=True))),
+        "reliability": [
+            {"confidence": c, "accuracy": a, "steps": n}
+            for c, a, n in reliability(list(zip(confidences, accepted, strict=True)))
+        ],
         "avg_samples": sum(samples) / len(oks),
         "usd": sum(usd),
         "by_samples": [

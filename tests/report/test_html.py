@@ -86,12 +86,13 @@ class TestRenderHtml:
             "samples",
             "flow",
             "accuracy",
+            "reliability",
             "tokens",
             "hints",
             "black_holes",
         ):
             assert f'id="{panel}"' in html
-        assert html.count('<svg class="chart"') == 5
+        assert html.count('<svg class="chart"') == 6
         assert "<script" not in html and "http://" not in html.replace(
             'xmlns="http://www.w3.org/2000/svg"', ""
         )
@@ -99,7 +100,7 @@ class TestRenderHtml:
     def test_panels_needing_data_say_so_when_it_is_missing(self, tmp_path: Path) -> None:
         log = write_verdicts(tmp_path / "log.jsonl", [("r", "q", verdict("accept", 0.9), "m")])
         html = _report(log, tmp_path / "r.html").read_text()
-        assert 'id="accuracy"' not in html  # no gold answers
+        assert 'id="accuracy"' not in html and 'id="reliability"' not in html  # no gold answers
         assert "No per-token data in these logs" in html
         assert html.count('<svg class="chart"') == 3
 
@@ -115,9 +116,10 @@ class TestHtmlInChromium:
         page = _report(graph_log(tmp_path / "log.jsonl", token_logprobs=True), tmp_path / "r.html")
         dom = self._chromium(tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
         charts = re.findall(r'<svg class="chart".*?</svg>', dom, flags=re.S)
-        assert len(charts) == 5
+        assert len(charts) == 6
         labels = [re.search(r'aria-label="([^"]+)"', c).group(1) for c in charts]  # type: ignore[union-attr]
         assert labels[0].startswith("Fused confidence") and labels[3].startswith("Accuracy against cost")
+        assert labels[4].startswith("Reliability of accepted steps")
         assert all(re.search(r"<(rect|circle) class=\"(bar|cell|point)\"", c) for c in charts)
 
     def test_screenshot_is_not_blank(self, tmp_path: Path) -> None:

@@ -1,0 +1,110 @@
+"""``retryctl calibrate``: fit a calibration on graded runs and say how much it helps on a part of
+them it was not fitted on (docs/evals.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from retryctl._paths import PathError, check_input, check_output
+from retryctl.exceptions import TaskFormatError
+
+__all__ = ["calibrate"]
+
+_USAGE_EXIT = 2
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(_USAGE_EXIT)
+
+
+def calibrate(
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RESULTS.jsonl...", help="Graded result files (retryctl batch or eval, with gold)."
+        ),
+    ],
+    *,
+    out: Annotated[Path, typer.Option("--out", help="The calibration file to write.")],
+    holdout: Annotated[
+        float,
+        typer.Option("--holdout", min=0.0, max=0.9, help="Share of tasks kept out of the fit, to test it."),
+    ] = 0.3,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the task split.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Fit a map from raw fused confidence to P(correct) on graded runs; ECE before and after, held out."""
+    from retryctl.batch import read_results
+    from retryctl.evals import Outcome, brier, ece, fit_calibration, save_calibration, split_of
+
+    outcomes: list[Outcome] = []
+    for path in results:
+        try:
+            check_input(path, what="results file")
+            lines = read_results(path).results
+        except (PathError, TaskFormatError) as exc:
+            _fail(str(exc))
+        for line in {str(r.get("id")): r for r in lines}.values():
+            for point in line.get("points") or []:
+                outcomes.append(
+                    Outcome(
+                        raw=float(point["fused"]),
+                        correct=bool(point["correct"]),
+                        member=point.get("target"),
+                        task=f"{path}:{line['id']}",
+                    )
+                )
+    if not outcomes:
+        _fail(
+            f"{', '.join(map(str, results))}: no graded decision points (result lines with 'points': run "
+            "retryctl batch or retryctl eval on tasks with 'gold')"
+        )
+    try:
+        check_output(out, what="calibration file")
+    except PathError as exc:
+        _fail(str(exc))
+    tested = [o for o in outcomes if split_of(o.task, holdout, seed)]
+    fitted_on = [o for o in outcomes if not split_of(o.task, holdout, seed)]
+    if not fitted_on:
+        _fail(f"--holdout {holdout}: every task fell in the held-out part; lower it")
+    tasks = len({o.task for o in fitted_on})
+    files = ", ".join(p.name for p in results)
+    calibration = fit_calibration(
+        fitted_on, source=f"{len(fitted_on)} graded decision points of {tasks} tasks ({files})"
+    )
+    save_calibration(calibration, out)
+    raw = [(o.raw, o.correct) for o in tested]
+    mapped = [(calibration(o.raw, o.member), o.correct) for o in tested]
+    report: dict[str, Any] = {
+        "out": str(out),
+        "fitted_on": len(fitted_on),
+        "held_out": len(tested),
+        "curves": {name: curve.n for name, curve in calibration.curves.items()},
+        "ece_raw": ece(raw),
+        "ece_calibrated": ece(mapped),
+        "brier_raw": brier(raw),
+        "brier_calibrated": brier(mapped),
+    }
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    table = Table(title=f"calibration on {len(tested)} held-out decision points (fitted on {len(fitted_on)})")
+    for column in ("", "ECE", "Brier"):
+        table.add_column(column, justify="right")
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    table.add_row("raw fused confidence", cell(report["ece_raw"]), cell(report["brier_raw"]))
+    table.add_row("calibrated", cell(report["ece_calibrated"]), cell(report["brier_calibrated"]))
+    console = Console()
+    console.print(table)
+    curves = ", ".join(f"{name} ({n} points)" for name, n in report["curves"].items())
+    console.print(f"wrote {out}: curves {curves}", soft_wrap=True)

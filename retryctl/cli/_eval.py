@@ -1,0 +1,140 @@
+"""``retryctl eval``: the demo agent and its plain baselines over graded tasks, in one run, with the
+figures that say how far its ``accept`` can be trusted (docs/evals.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from retryctl._paths import PathError, check_input
+from retryctl.cli._model_check import require_embedded_build
+from retryctl.exceptions import ConfigError, TaskFormatError
+
+__all__ = ["eval_"]
+
+_USAGE_EXIT = 2
+_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ece", "brier", "auroc")
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(_USAGE_EXIT)
+
+
+def _table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title=title)
+    table.add_column("system", no_wrap=True)
+    for column in _COLUMNS:
+        table.add_column(column.replace("_", " "), justify="right", no_wrap=True)
+    for name, row in rows.items():
+        cells = [
+            "-" if row.get(c) is None else f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c])
+            for c in _COLUMNS
+        ]
+        table.add_row(name, *cells)
+    return table
+
+
+def eval_(
+    tasks_path: Annotated[
+        Path,
+        typer.Argument(metavar="TASKS.jsonl", help="Graded tasks: {id, question, gold, stratum?} a line."),
+    ],
+    *,
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for agent.jsonl and baselines.jsonl (a rerun continues).")
+    ],
+    samples: Annotated[int, typer.Option("--samples", min=1, help="Samples of the bare model's vote.")] = 20,
+    tool_samples: Annotated[
+        int, typer.Option("--tool-samples", min=1, help="Expressions per tool member's own vote.")
+    ] = 8,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Agent tasks at once.")] = 2,
+    calibration: Annotated[
+        str,
+        typer.Option(
+            "--calibration",
+            help="'shipped' (the embedded model's), 'none' (raw fused confidence) or a calibration file.",
+        ),
+    ] = "shipped",
+    baselines: Annotated[bool, typer.Option("--baselines/--no-baselines", help="Run the baselines.")] = True,
+    agent: Annotated[bool, typer.Option("--agent/--no-agent", help="Run the agent.")] = True,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server.")] = None,
+    model_name: Annotated[str | None, typer.Option("--model-name", help="Model on that server.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write a page with the reliability diagram.")
+    ] = None,
+) -> None:
+    """Run the demo agent beside its baselines on graded tasks: accuracy, coverage, precision, ECE, AUROC."""
+    from retryctl.agent._graph import demo_model, demo_policy
+    from retryctl.batch import load_tasks
+    from retryctl.evals._fit import load_calibration
+    from retryctl.evals._report import evaluation, render_html
+    from retryctl.evals._run import AGENT_FILE, BASELINES_FILE, EvalPlan, run_eval
+
+    try:
+        check_input(tasks_path, what="task file")
+        tasks = load_tasks(tasks_path)
+    except (PathError, TaskFormatError) as exc:
+        _fail(str(exc))
+    ungraded = [t.id for t in tasks if t.gold is None]
+    if ungraded:
+        _fail(f"{tasks_path}: task {ungraded[0]!r} has no 'gold'; an evaluation needs every answer")
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out}: not a directory")
+    try:
+        if calibration == "shipped" and base_url is not None:
+            raise ConfigError(
+                field="--calibration",
+                value=calibration,
+                problem="the shipped calibration is the embedded model's; with --base-url pass 'none' or a "
+                "calibration fitted on that model (retryctl calibrate)",
+            )
+        if calibration in ("shipped", "none"):
+            policy = demo_policy("shipped" if calibration == "shipped" else None)
+        else:
+            policy = demo_policy(load_calibration(calibration))
+        model = demo_model(base_url, model_name)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if base_url is None:
+        require_embedded_build()
+    console = Console(stderr=True)
+
+    def on_done(kind: str, line: dict[str, Any]) -> None:
+        mark = "" if "correct" not in line else " ✓" if line["correct"] else " ✗"
+        console.print(
+            f"{kind} {line['id']}: {line.get('status')} {line.get('answer', '')}{mark}", markup=False
+        )
+
+    plan = EvalPlan(
+        samples=samples, tool_samples=tool_samples, concurrency=concurrency, baselines=baselines, agent=agent
+    )
+    asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done))
+    ids = {t.id for t in tasks}
+
+    def lines(name: str) -> list[dict[str, Any]]:
+        from retryctl.batch import read_results
+
+        path = out / name
+        return [r for r in read_results(path).results if str(r.get("id")) in ids] if path.exists() else []
+
+    report = evaluation(lines(AGENT_FILE), lines(BASELINES_FILE))
+    report["calibration"] = calibration
+    if html is not None:
+        html.write_text(render_html(report, title=f"retryctl eval: {tasks_path.name}"), encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in report.items() if k != "curves"}, indent=2))
+        return
+    stdout = Console()
+    stdout.print(_table(f"retryctl eval: {tasks_path.name} ({len(tasks)} tasks)", report["systems"]))
+    for stratum, rows in report["strata"].items():
+        stdout.print(_table(f"stratum {stratum}", rows))
+    stdout.print(f"results: {os.fspath(out)}", soft_wrap=True)

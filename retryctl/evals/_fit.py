@@ -1,0 +1,123 @@
+"""Fitting a :class:`~retryctl.controller.Calibration` on graded outcomes, and its file.
+
+The map is isotonic regression (pool-adjacent-violators) of the outcome on the raw fused confidence:
+the most that can be assumed of a raw confidence is that a higher one is not *less* likely right, and
+isotonic regression uses exactly that and nothing more (Platt's sigmoid or a beta map assume a
+shape). It is SciPy's ``scipy.optimize.isotonic_regression``, a kept, tested implementation; only the
+shrinkage around it is ours. Each pooled block's share right is pulled towards one half by one
+outcome of each kind (Laplace's rule), so a block of five right answers says 0.86, not 1.0: a small
+block is weak evidence, and a calibrated confidence of exactly 1 would be a promise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+from scipy.optimize import isotonic_regression
+
+from retryctl.controller import Calibration, CalibrationCurve
+from retryctl.controller._calibration import ANY_MEMBER
+from retryctl.exceptions import ConfigError
+
+__all__ = ["Outcome", "fit_calibration", "fit_curve", "load_calibration", "save_calibration", "split_of"]
+
+MIN_MEMBER_OUTCOMES = 30
+"""A member gets a curve of its own only with at least this many graded outcomes; the rest share ``*``."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One graded decision point: the raw fused confidence of an answer, who served it, and whether it
+    was right."""
+
+    raw: float
+    correct: bool
+    member: str | None = None
+    task: str = ""
+    """The task it came from: the split keeps a task's points together."""
+
+
+def fit_curve(raw: Sequence[float], correct: Sequence[bool]) -> CalibrationCurve:
+    """The isotonic, Laplace-shrunk curve of ``correct`` on ``raw`` (see the module docstring)."""
+    if len(raw) != len(correct):
+        raise ValueError(f"{len(raw)} confidences but {len(correct)} outcomes")
+    if not raw:
+        raise ValueError("no graded outcomes to fit on")
+    xs = np.asarray(raw, dtype=float)
+    ys = np.asarray(correct, dtype=float)
+    # One point per distinct raw value, weighted by how many outcomes share it.
+    knots, inverse, counts = np.unique(xs, return_inverse=True, return_counts=True)
+    rights = np.bincount(inverse, weights=ys, minlength=len(knots))
+    fitted = isotonic_regression(rights / counts, weights=counts, increasing=True).x
+    # The blocks PAV pooled are the runs of equal fitted values: shrink each by its whole size.
+    shrunk = np.empty_like(fitted)
+    start = 0
+    for end in range(1, len(fitted) + 1):
+        if end == len(fitted) or fitted[end] != fitted[start]:
+            size = counts[start:end].sum()
+            shrunk[start:end] = (fitted[start] * size + 1.0) / (size + 2.0)
+            start = end
+    # Shrinking blocks of different sizes can reverse two of them; the running maximum restores order.
+    shrunk = np.maximum.accumulate(shrunk)
+    return CalibrationCurve(
+        raw=tuple(float(x) for x in knots),
+        calibrated=tuple(float(min(1.0, max(0.0, y))) for y in shrunk),
+        n=len(raw),
+    )
+
+
+def fit_calibration(outcomes: Sequence[Outcome], *, source: str = "") -> Calibration:
+    """A curve for every member with :data:`MIN_MEMBER_OUTCOMES` outcomes, and ``*`` over all of them."""
+    curves = {ANY_MEMBER: fit_curve([o.raw for o in outcomes], [o.correct for o in outcomes])}
+    members = sorted({o.member for o in outcomes if o.member})
+    for member in members:
+        own = [o for o in outcomes if o.member == member]
+        if len(own) >= MIN_MEMBER_OUTCOMES:
+            curves[member] = fit_curve([o.raw for o in own], [o.correct for o in own])
+    return Calibration(
+        curves=curves,
+        source=source or f"{len(outcomes)} graded outcomes",
+        method=(
+            "isotonic regression (scipy.optimize.isotonic_regression) of correct on the raw fused "
+            "confidence, each pooled block shrunk by Laplace's rule; one curve per member with "
+            f"at least {MIN_MEMBER_OUTCOMES} outcomes, '*' over all"
+        ),
+    )
+
+
+def split_of(task: str, holdout: float, seed: int = 0) -> bool:
+    """Whether ``task`` is in the held-out part: a hash of its id, so the split is the same on every
+    run and machine, and a task's points never straddle it."""
+    digest = hashlib.sha256(f"{seed}:{task}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < holdout
+
+
+def save_calibration(calibration: Calibration, path: Path) -> None:
+    """Write the file whole or not at all (a temporary file, then a rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(calibration.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load_calibration(path: str | os.PathLike[str]) -> Calibration:
+    """Read a calibration file; a :class:`ConfigError` naming the file and the bad field otherwise."""
+    where = os.fspath(path)
+    try:
+        text = Path(where).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            field="calibration", value=where, problem=f"cannot be read ({exc.strerror})"
+        ) from None
+    try:
+        return Calibration.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"]) or "the file"
+        raise ConfigError(field="calibration", value=where, problem=f"{at}: {first['msg']}") from None
