@@ -67,7 +67,7 @@ def calibrate(
             "retryctl batch or retryctl eval on tasks with 'gold')"
         )
     try:
-        check_output(out, what="calibration file")
+        check_output(out, what="calibration file", inputs=[(p, "results file") for p in results])
     except PathError as exc:
         _fail(str(exc))
     tested = [o for o in outcomes if split_of(o.task, holdout, seed)]

@@ -7,15 +7,18 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from retryctl._paths import PathError, check_input
+from retryctl._paths import PathError, check_input, check_output
 from retryctl.cli._model_check import require_embedded_build
 from retryctl.exceptions import ConfigError, TaskFormatError
+
+if TYPE_CHECKING:
+    from retryctl.controller import Policy
 
 __all__ = ["eval_"]
 
@@ -40,6 +43,23 @@ def _table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
         ]
         table.add_row(name, *cells)
     return table
+
+
+def _policy(calibration: str, base_url: str | None) -> Policy:
+    """The demo policy with the ``--calibration`` asked for (``ConfigError`` naming a bad one)."""
+    from retryctl.agent._graph import demo_policy
+    from retryctl.evals._fit import load_calibration
+
+    if calibration == "shipped" and base_url is not None:
+        raise ConfigError(
+            field="--calibration",
+            value=calibration,
+            problem="the shipped calibration is the embedded model's; with --base-url pass 'none' or a "
+            "calibration fitted on that model (retryctl calibrate)",
+        )
+    if calibration in ("shipped", "none"):
+        return demo_policy("shipped" if calibration == "shipped" else None)
+    return demo_policy(load_calibration(calibration))
 
 
 def eval_(
@@ -73,9 +93,8 @@ def eval_(
     ] = None,
 ) -> None:
     """Run the demo agent beside its baselines on graded tasks: accuracy, coverage, precision, ECE, AUROC."""
-    from retryctl.agent._graph import demo_model, demo_policy
+    from retryctl.agent._graph import demo_model
     from retryctl.batch import load_tasks
-    from retryctl.evals._fit import load_calibration
     from retryctl.evals._report import evaluation, render_html
     from retryctl.evals._run import AGENT_FILE, BASELINES_FILE, EvalPlan, run_eval
 
@@ -89,18 +108,14 @@ def eval_(
         _fail(f"{tasks_path}: task {ungraded[0]!r} has no 'gold'; an evaluation needs every answer")
     if out.exists() and not out.is_dir():
         _fail(f"--out {out}: not a directory")
+    if html is not None:
+        try:
+            results = [(out / AGENT_FILE, "agent results"), (out / BASELINES_FILE, "baseline results")]
+            check_output(html, what="--html page", inputs=[(tasks_path, "task file"), *results])
+        except PathError as exc:
+            _fail(str(exc))
     try:
-        if calibration == "shipped" and base_url is not None:
-            raise ConfigError(
-                field="--calibration",
-                value=calibration,
-                problem="the shipped calibration is the embedded model's; with --base-url pass 'none' or a "
-                "calibration fitted on that model (retryctl calibrate)",
-            )
-        if calibration in ("shipped", "none"):
-            policy = demo_policy("shipped" if calibration == "shipped" else None)
-        else:
-            policy = demo_policy(load_calibration(calibration))
+        policy = _policy(calibration, base_url)
         model = demo_model(base_url, model_name)
     except ConfigError as exc:
         _fail(str(exc))

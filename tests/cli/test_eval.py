@@ -92,8 +92,38 @@ class TestEval:
         assert result.exit_code == 2
         assert "cal.json" in result.stderr and "curves" in result.stderr
 
+    def test_an_html_page_over_the_task_file_is_refused_and_the_file_kept(self, tmp_path: Path) -> None:
+        tasks = _write(tmp_path / "t.jsonl", TASKS)
+        before = tasks.read_bytes()
+        result = runner.invoke(
+            app, ["eval", str(tasks), "--out", str(tmp_path / "run"), "--html", str(tasks)]
+        )
+        assert result.exit_code == 2
+        assert "t.jsonl" in result.stderr
+        assert tasks.read_bytes() == before and not (tmp_path / "run").exists()
+
 
 class TestCalibrate:
+    def test_the_calibration_may_not_overwrite_a_results_file(self, tmp_path: Path) -> None:
+        point = {"target": "calculator", "fused": 0.9, "correct": True}
+        line: dict[str, object] = {
+            "id": "a",
+            "status": "accepted",
+            "answer": "4",
+            "gold": "4",
+            "points": [point],
+        }
+        results = _write(tmp_path / "r.jsonl", [line])
+        before = results.read_bytes()
+        result = runner.invoke(app, ["calibrate", str(results), "--out", str(results)])
+        assert result.exit_code == 2
+        assert "results file" in result.stderr and "no graded decision points" not in result.stderr
+        assert results.read_bytes() == before
+        fitted = runner.invoke(
+            app, ["calibrate", str(results), "--out", str(tmp_path / "c.json"), "--holdout", "0"]
+        )
+        assert fitted.exit_code == 0, fitted.output  # the same file fits when the output is elsewhere
+
     def test_results_without_graded_points_are_refused(self, tmp_path: Path) -> None:
         results = _write(tmp_path / "r.jsonl", [{"id": "a", "status": "accepted", "answer": "4"}])
         result = runner.invoke(app, ["calibrate", str(results), "--out", str(tmp_path / "c.json")])
