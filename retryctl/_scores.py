@@ -69,13 +69,8 @@ def ece(points: Sequence[tuple[float, bool]], bins: int = 10, min_per_bin: int =
     (fewer bins when there are fewer points); ``None`` without points."""
     if not points:
         return None
-    total = len(points)
-    gap = 0.0
-    for group in _bins(points, bins, min_per_bin):
-        mean_conf = math.fsum(c for c, _ in group) / len(group)
-        right = sum(ok for _, ok in group) / len(group)
-        gap += len(group) / total * abs(mean_conf - right)
-    return gap
+    diagram = reliability(points, bins, min_per_bin)
+    return sum(size / len(points) * abs(conf - right) for conf, right, size in diagram)
 
 
 def reliability(

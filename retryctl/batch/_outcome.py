@@ -144,12 +144,13 @@ def decision_points(verdicts: Any, gold: str) -> list[dict[str, Any]]:
         if not isinstance(verdict, Mapping):
             continue
         evidence = verdict.get("evidence") or {}
+        signals = evidence.get("signals") or {}
         answer, confidence = verdict.get("answer"), verdict.get("confidence")
         if answer is None or confidence is None or evidence.get("error_class") is not None:
             continue
-        if (evidence.get("signals") or {}).get("validators", 1.0) < 1.0:
+        if signals.get("validators", 1.0) < 1.0:
             continue
-        fused = (evidence.get("signals") or {}).get(FUSED, confidence)
+        fused = signals.get(FUSED, confidence)
         points.append(
             {
                 "target": record.get("target"),

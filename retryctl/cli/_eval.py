@@ -94,7 +94,7 @@ def eval_(
 ) -> None:
     """Run the demo agent beside its baselines on graded tasks: accuracy, coverage, precision, ECE, AUROC."""
     from retryctl.agent._graph import demo_model
-    from retryctl.batch import load_tasks
+    from retryctl.batch import load_tasks, read_results
     from retryctl.evals._report import evaluation, render_html
     from retryctl.evals._run import AGENT_FILE, BASELINES_FILE, EvalPlan, run_eval
 
@@ -136,8 +136,6 @@ def eval_(
     ids = {t.id for t in tasks}
 
     def lines(name: str) -> list[dict[str, Any]]:
-        from retryctl.batch import read_results
-
         path = out / name
         return [r for r in read_results(path).results if str(r.get("id")) in ids] if path.exists() else []
 

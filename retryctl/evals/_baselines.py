@@ -8,36 +8,33 @@ an agent whose accepted answers are right no more often than a plain majority vo
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 from retryctl._answers import answers_agree
 from retryctl.agent._members import AnswerBackend, ToolBackend
 from retryctl.agent._prompts import demo_equivalence
 from retryctl.batch import Task
+from retryctl.controller import Tally
 from retryctl.models import Candidate, ModelBackend, SamplingParams
 from retryctl.tools import ToolRegistry
 
-__all__ = ["BASELINE_TEMPERATURE", "baseline_line", "majority"]
+__all__ = ["BASELINE_TEMPERATURE", "baseline_line"]
 
 BASELINE_TEMPERATURE = 0.7
 """The demo's own sampling temperature, so that the baselines draw what the agent draws."""
 
 
-def majority(answers: Sequence[str | None]) -> tuple[str | None, float]:
-    """The most common answer (first seen among ties) and its share of all samples (0 without one)."""
-    counts = Counter(a for a in answers if a is not None)
-    if not counts:
-        return None, 0.0
-    top = max(counts.values())
-    leader = next(a for a in answers if a is not None and counts[a] == top)
-    return leader, top / len(answers)
-
-
 def _system(answers: list[str | None], gold: str | None) -> dict[str, Any]:
-    answer, share = majority(answers)
-    out: dict[str, Any] = {"answer": answer, "confidence": share, "samples": len(answers), "answers": answers}
+    # The vote as the controller counts it: the leader (first seen wins a tie) and its share of all
+    # samples, unanswered ones included.
+    tally = Tally.of(answers)
+    answer = tally.leader
+    out: dict[str, Any] = {
+        "answer": answer,
+        "confidence": tally.agreement,
+        "samples": tally.n,
+        "answers": answers,
+    }
     if gold is not None:
         out["correct"] = answer is not None and answers_agree(answer, gold)
     return out
