@@ -92,7 +92,7 @@ DEMO_WEIGHTS = {
 }
 """The demo's fusion. ``cross_member`` (the model's own words agreeing with a tool's value) is shown
 but not weighted: on 120 development tasks it told a right expression from a wrong one no better
-than chance (AUROC 0.53; docs/evals.md), so the demo relies on its calibration instead."""
+than chance (AUROC 0.53 in a probe: docs/evals.md), so the demo relies on its calibration instead."""
 
 
 def demo_policy(calibration: Calibration | Literal["shipped"] | None = "shipped") -> Policy:
