@@ -30,8 +30,10 @@ __all__ = [
     "extract_boxed",
     "extract_last_line",
     "extract_last_number",
+    "extract_stated_number",
     "normalise_number",
     "normalise_text",
+    "number_equivalence",
 ]
 
 Extractor = Callable[[str], str | None]
@@ -64,6 +66,14 @@ def extract_last_number(text: str) -> str | None:
     """The last number written in the text."""
     matches = _NUMBER.findall(text)
     return matches[-1] if matches else None
+
+
+def extract_stated_number(text: str) -> str | None:
+    """The last number of the last "the answer is ...", else the last number of the text: a word
+    problem's answer, whatever words surround it ("The answer is 15 flowers.")."""
+    said = extract_answer_is(text)
+    found = extract_last_number(said) if said else None
+    return found or extract_last_number(text)
 
 
 def extract_last_line(text: str) -> str | None:
@@ -130,6 +140,12 @@ class AnswerEquivalence:
 
 default_equivalence = AnswerEquivalence()
 """Boxed → "the answer is" → last line; numbers compared as exact values, text case-insensitively."""
+
+number_equivalence = AnswerEquivalence(
+    extractors=(extract_boxed, extract_stated_number), normalisers=(normalise_number,)
+)
+"""Numbers only: boxed, else the number stated as the answer, else the last number; "10 crayons" and
+"10" agree, and a text without a number has no answer."""
 
 
 def as_equivalence(equivalence: EquivalenceLike | None) -> EquivalenceLike:

@@ -2,11 +2,17 @@
 
 A bank is JSON Lines, one question a line::
 
-    {"id", "question", "gold", "samples": [{"text", "answer"?, "token_logprobs"?: [float]}]}
+    {"id", "question", "gold", "samples": [{"text", "answer"?, "token_logprobs"?: [float],
+                                            "top_logprobs"?: [[[token, float]]], "tokens"?: int,
+                                            "finish_reason"?: str, "latency_ms"?: float}]}
 
-``id`` and ``gold`` may be strings or numbers, ``answer`` a string, a number or null. Blank lines are
-skipped. Any malformed line, a non-UTF-8 line, a line longer than :data:`MAX_BANK_LINE_BYTES` or a
-repeated id raises :class:`~retryctl.exceptions.BankFormatError` naming the file and the 1-based line.
+``id`` and ``gold`` may be strings or numbers, ``answer`` a string, a number or null. ``tokens`` is the
+sample's generated token count (``len(token_logprobs)`` when those are given); ``top_logprobs`` holds,
+per token, the most likely alternatives with their logprobs; ``retryctl record`` writes them all and
+keys of its own (``model``, ``sampling``, ``stratum``; a sample's ``seed``), which readers may ignore.
+Blank lines are skipped. Any malformed line, a non-UTF-8 line, a line longer than
+:data:`MAX_BANK_LINE_BYTES` or a repeated id raises :class:`~retryctl.exceptions.BankFormatError`
+naming the file and the 1-based line.
 """
 
 from __future__ import annotations
@@ -36,6 +42,19 @@ class RecordedSample:
     """The answer extracted when the bank was made, if recorded."""
     token_logprobs: tuple[float, ...] | None = None
     """Per-token logprobs, if recorded."""
+    tokens: int | None = None
+    """Generated tokens, if recorded (else ``len(token_logprobs)`` where those are)."""
+    finish_reason: str | None = None
+    """Why decoding ended (``stop``, ``length``), if recorded."""
+    latency_ms: float | None = None
+    """Wall time of the call that produced it, if recorded."""
+
+    @property
+    def token_count(self) -> int | None:
+        """Generated tokens: the recorded count, else how many logprobs were recorded, else ``None``."""
+        if self.tokens is not None:
+            return self.tokens
+        return None if self.token_logprobs is None else len(self.token_logprobs)
 
 
 @dataclass(frozen=True)
@@ -84,11 +103,48 @@ def _sample(raw: object, where: str) -> RecordedSample:
     if answer is not None and answer_text is None:
         raise ValueError(f"{where}.answer must be a string, a number or null")
     logprobs = raw.get("token_logprobs")
+    tokens = raw.get("tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+        raise ValueError(f"{where}.tokens must be a whole number >= 0")
+    finish = raw.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise ValueError(f"{where}.finish_reason must be a string or null")
+    latency = raw.get("latency_ms")
+    if latency is not None and (
+        isinstance(latency, bool) or not isinstance(latency, int | float) or not latency >= 0
+    ):
+        raise ValueError(f"{where}.latency_ms must be a number >= 0")
+    top = raw.get("top_logprobs")
+    if top is not None:
+        _check_top(top, where)
     return RecordedSample(
         text=text,
         answer=answer_text,
         token_logprobs=None if logprobs is None else _logprobs(logprobs, where),
+        tokens=tokens,
+        finish_reason=finish,
+        latency_ms=None if latency is None else float(latency),
     )
+
+
+def _check_top(raw: object, where: str) -> None:
+    """``top_logprobs``: per token, a list of ``[token, logprob]`` pairs (kept in the file, checked here)."""
+    problem = f"{where}.top_logprobs must be a list, per token, of [token, logprob] pairs"
+    if not isinstance(raw, list):
+        raise ValueError(problem)
+    for alternatives in raw:
+        if not isinstance(alternatives, list):
+            raise ValueError(problem)
+        for pair in alternatives:
+            if not (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and isinstance(pair[0], str)
+                and isinstance(pair[1], int | float)
+                and not isinstance(pair[1], bool)
+                and math.isfinite(pair[1])
+            ):
+                raise ValueError(problem)
 
 
 def _question(record: Any) -> BankQuestion:

@@ -18,6 +18,7 @@ import retryctl.gateway
 import retryctl.middleware
 import retryctl.models
 import retryctl.nodes
+import retryctl.record
 import retryctl.replay
 import retryctl.report
 import retryctl.runtime
@@ -122,9 +123,11 @@ CONTROLLER = {
     "extract_boxed",
     "extract_last_line",
     "extract_last_number",
+    "extract_stated_number",
     "fuse",
     "normalise_number",
     "normalise_text",
+    "number_equivalence",
     "parse_stopping_rule",
     "parse_retry_after",
     "token_confidence",
@@ -147,10 +150,11 @@ GATEWAY = {
 
 
 STOPPING = {
-    "AdaptiveBeta", "AdaptiveDirichlet", "BUILTIN_POLICIES", "DifficultyBudget", "EscWindow",
-    "FixedSamples", "KNOWN_POLICIES", "PredictiveMajority", "RuleLike", "StopAll", "StopAny",
-    "StopDecision", "StopRule", "StoppingRule", "StoppingRuleSpec", "Tally", "ThresholdRule", "as_rule",
-    "beta_sf_half", "default_stopping_rule", "fewest_more", "parse_stopping_rule",
+    "AdaptiveBeta", "AdaptiveDirichlet", "BUILTIN_POLICIES", "ConfidenceWeighted", "DifficultyBudget",
+    "EscWindow", "FixedSamples", "GROUP_WINDOW", "KNOWN_POLICIES", "PredictiveMajority", "RuleLike",
+    "StopAll", "StopAny", "StopDecision", "StopRule", "StoppingRule", "StoppingRuleSpec", "Tally",
+    "ThresholdRule", "as_rule", "beta_sf_half", "cut_point", "default_stopping_rule", "fewest_more",
+    "group_floor", "parse_stopping_rule",
 }  # fmt: skip
 
 NODES = {
@@ -190,6 +194,10 @@ BATCH = {
     "BatchBreaker", "BatchConfig", "BatchOutcome", "DEFAULT_GRAPH", "Invocable", "ResultsFile",
     "ResultsState", "Task", "TaskFormatError", "at_max_budget", "load_graph", "load_tasks", "read_results",
     "run_batch", "summarise_results",
+}  # fmt: skip
+
+RECORD = {
+    "EXTRACTIONS", "Extraction", "RecordPlan", "bank_line", "record_bank", "recorded_ids", "sampling_of",
 }  # fmt: skip
 
 REPLAY = {
@@ -263,6 +271,7 @@ PINS = [
     (retryctl.sandbox, SANDBOX),
     (retryctl.batch, BATCH),
     (retryctl.replay, REPLAY),
+    (retryctl.record, RECORD),
     (retryctl.audit, AUDIT),
     (retryctl.agent, AGENT),
     (retryctl.banks, BANKS),

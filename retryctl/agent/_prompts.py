@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from retryctl.controller import extract_answer_is, extract_last_number, normalise_number
+from retryctl.controller import extract_stated_number, normalise_number
 from retryctl.models import Message
 
 __all__ = [
@@ -97,7 +97,5 @@ def demo_equivalence(text: str) -> str | None:
     """
     if text.startswith(NO_ANSWER):
         return None
-    said = extract_answer_is(text)
-    found = extract_last_number(said) if said else None
-    found = found or extract_last_number(text)
+    found = extract_stated_number(text)
     return normalise_number(found) if found else None

@@ -22,13 +22,24 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from retryctl._paths import open_regular
 from retryctl.exceptions import TaskFormatError
 
-__all__ = ["ResultsFile", "ResultsState", "Task", "TaskFormatError", "load_tasks", "read_results"]
+__all__ = [
+    "BANK_LINES",
+    "RESULT_LINES",
+    "LineKind",
+    "ResultsFile",
+    "ResultsState",
+    "Task",
+    "TaskFormatError",
+    "load_tasks",
+    "read_results",
+]
 
 MAX_TASK_LINE_BYTES = 1 << 20
 """A longer task line is refused (about 250k tokens: more than a model's context), and never read whole."""
@@ -137,39 +148,63 @@ class ResultsState:
         return {str(r["id"]) for r in self.results if r.get("status") != "error"}
 
 
+def _has_id(obj: Any) -> bool:
+    task_id = obj.get("id") if isinstance(obj, dict) else None
+    return isinstance(task_id, str | int) and not isinstance(task_id, bool)
+
+
 def _is_result(obj: Any) -> bool:
     """Whether a decoded line is a results line: a JSON object with an ``id`` and a ``status``."""
-    if not isinstance(obj, dict):
-        return False
-    task_id = obj.get("id")
-    return (
-        isinstance(task_id, str | int)
-        and not isinstance(task_id, bool)
-        and isinstance(obj.get("status"), str)
-    )
+    return _has_id(obj) and isinstance(obj.get("status"), str)
 
 
-def _looks_torn(tail: bytes) -> bool:
-    """Whether bytes after the last newline look like a result line cut short (and may be cut)."""
+def _is_bank_line(obj: Any) -> bool:
+    """Whether a decoded line is a sample bank's: a JSON object with an ``id`` and a ``samples`` list."""
+    return _has_id(obj) and isinstance(obj.get("samples"), list)
+
+
+@dataclass(frozen=True)
+class LineKind:
+    """What an appended JSONL file holds: how a line is recognised, and how the file is named."""
+
+    accepts: Callable[[Any], bool]
+    """Whether a decoded line is one of ours."""
+    line: str
+    """A line's name in messages (``result``)."""
+    shape: str
+    """The line's shape, for the error that refuses a file that is not ours."""
+    what: str
+    """The file's name in messages (``results file``)."""
+
+
+RESULT_LINES = LineKind(_is_result, "result", "a JSON object with 'id' and 'status'", "results file")
+"""The lines of ``retryctl batch`` and ``retryctl eval`` results."""
+BANK_LINES = LineKind(_is_bank_line, "bank", "a JSON object with 'id' and 'samples'", "sample bank")
+"""The lines of a sample bank that ``retryctl record`` appends to."""
+
+
+def _looks_torn(tail: bytes, kind: LineKind) -> bool:
+    """Whether bytes after the last newline look like a line of ``kind`` cut short (and may be cut)."""
     if not tail.startswith(b"{"):
         return False
     try:
         whole = json.loads(tail)
     except (ValueError, RecursionError):
         return True  # cut short, as expected
-    return _is_result(whole)  # a result that lost only its newline; any other JSON is not ours
+    return kind.accepts(whole)  # a line that lost only its newline; any other JSON is not ours
 
 
-def read_results(path: str | os.PathLike[str]) -> ResultsState:
-    """Read a results file; a missing file is empty. A file that is not a results file raises.
+def read_results(path: str | os.PathLike[str], *, kind: LineKind = RESULT_LINES) -> ResultsState:
+    """Read a results file (or another file of ``kind``); a missing file is empty. A file that is not
+    one raises.
 
-    Every complete line must be a result, and a torn tail must begin like one (``{``): otherwise a
+    Every complete line must be of ``kind``, and a torn tail must begin like one (``{``): otherwise a
     :class:`TaskFormatError` names the first line that is not, so that nothing is cut from a file
-    that was never a results file.
+    that was never ours.
     """
     name = os.fspath(path)
     try:
-        fd = open_regular(name, os.O_RDONLY, what="results file")
+        fd = open_regular(name, os.O_RDONLY, what=kind.what)
     except FileNotFoundError:
         return ResultsState(results=[], torn_bytes=0, valid_size=0)
     with open(fd, "rb") as f:
@@ -183,37 +218,38 @@ def read_results(path: str | os.PathLike[str]) -> ResultsState:
             obj = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             obj = None
-        if not _is_result(obj):
+        if not kind.accepts(obj):
             raise TaskFormatError(
                 path=name,
                 line=number,
-                problem="not a result line (a JSON object with 'id' and 'status'): "
-                "not a retryctl results file",
+                problem=f"not a {kind.line} line ({kind.shape}): not a retryctl {kind.what}",
             )
         results.append(obj)
         valid += len(raw) + 1
-    if tail and not _looks_torn(tail):
+    if tail and not _looks_torn(tail, kind):
         raise TaskFormatError(
             path=name,
             line=len(lines) + 1,
             problem=(
-                f"the last {len(tail)} bytes are not a complete line and do not begin like a result: "
-                "not a retryctl results file"
+                f"the last {len(tail)} bytes are not a complete line and do not begin like a "
+                f"{kind.line}: not a retryctl {kind.what}"
             ),
         )
     return ResultsState(results=results, torn_bytes=len(tail), valid_size=valid)
 
 
 class ResultsFile:
-    """Appends one result line per finished task; cuts a torn last line when opened."""
+    """Appends one result line per finished task; cuts a torn last line when opened.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``kind`` says what lines the file holds (a sample bank's, for ``retryctl record``)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, kind: LineKind = RESULT_LINES) -> None:
         self.path = os.fspath(path)
-        state = read_results(self.path)
+        state = read_results(self.path, kind=kind)
         self.cut_bytes = state.torn_bytes
         """How many torn bytes were cut from the end when the file was opened."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-        self._fd = open_regular(self.path, flags, 0o644, what="results file")
+        self._fd = open_regular(self.path, flags, 0o644, what=kind.what)
         if state.torn_bytes:
             os.ftruncate(self._fd, state.valid_size)
         self._size = state.valid_size if state.torn_bytes else os.fstat(self._fd).st_size

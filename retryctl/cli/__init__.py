@@ -31,6 +31,8 @@ _COMMANDS = {
     "doctor": ("retryctl.cli._doctor", "doctor"),
     "eval": ("retryctl.cli._eval", "eval_"),
     "calibrate": ("retryctl.cli._calibrate", "calibrate"),
+    "record": ("retryctl.cli._record", "record"),
+    "sweep": ("retryctl.cli._record", "sweep"),
     "serve": ("retryctl.cli._serve", "serve"),
 }
 

@@ -37,13 +37,15 @@ def _fail(message: str) -> NoReturn:
 
 def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
     table = Table(title=f"retryctl bench — {bank}")
-    for column in ("policy", "accuracy %", "avg samples", "questions", "orders"):
+    for column in ("policy", "accuracy %", "avg samples", "avg tokens", "cut", "questions", "orders"):
         table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(
             row["policy"],
             f"{row['accuracy']:.2f}",
             f"{row['avg_samples']:.2f}",
+            "—" if row["avg_tokens"] is None else f"{row['avg_tokens']:.1f}",
+            f"{row['cut_rate']:.2f}",
             str(row["questions"]),
             str(row["orders"]),
         )
@@ -87,8 +89,8 @@ def bench(
         list[str] | None,
         typer.Option(
             "--policy",
-            help="Policy to replay, repeatable: default, sc-N, esc, ac-beta, ac-dirichlet, threshold, "
-            "budget; a ':value' sets its knob (ac-beta:0.99). Default: every built-in.",
+            help="Policy to replay, repeatable: default, predictive, sc-N, esc, ac-beta, ac-dirichlet, "
+            "threshold, budget; a ':value' sets its knob (ac-beta:0.99). Default: every built-in.",
         ),
     ] = None,
     orders: Annotated[int, typer.Option("--orders", help="Random sample orders per question.")] = 20,

@@ -16,8 +16,10 @@ from retryctl._answers import (
     extract_boxed,
     extract_last_line,
     extract_last_number,
+    extract_stated_number,
     normalise_number,
     normalise_text,
+    number_equivalence,
 )
 from retryctl.controller._breaker import Breaker, BreakerConfig
 from retryctl.controller._breaker_store import (
@@ -148,9 +150,11 @@ __all__ = [
     "extract_boxed",
     "extract_last_line",
     "extract_last_number",
+    "extract_stated_number",
     "fuse",
     "normalise_number",
     "normalise_text",
+    "number_equivalence",
     "parse_reply",
     "parse_retry_after",
     "parse_stopping_rule",

@@ -66,6 +66,13 @@ class Observation:
     """Breaker state by key (``closed``, ``open``, ``half_open``)."""
     notes: Sequence[str] = ()
 
+    @property
+    def answer(self) -> str | None:
+        """The answer of the attempt: the stopping rule's where it weighs votes, else the most voted."""
+        if self.stop is not None and self.stop.leader is not None:
+            return self.stop.leader
+        return self.tally.leader if self.tally else None
+
 
 def _agreement(obs: Observation) -> Signal | None:
     # The stopping rule's posterior accounts for how many samples were drawn; a raw share does not
@@ -149,7 +156,7 @@ class _Builder:
             action=action,
             reason=reason,
             confidence=self.fusion.confidence if self.fusion else None,
-            answer=self.obs.tally.leader if self.obs.tally else None,
+            answer=self.obs.answer,
             evidence=self.evidence,
             **extra,
         )

@@ -139,6 +139,7 @@ async def decide_request(
         tried = await _attempt(backend, messages, loop, breaker, tokens)
         latency_ms = (clock() - began) * 1000.0
         out = tried.outcome
+        leader = out.stop.leader if out.stop is not None else None
         samples += len(out.candidates)
         breakers = breaker.snapshot()[0] if breaker is not None else {}
         snapshot = ledger.snapshot()
@@ -146,7 +147,7 @@ async def decide_request(
             state,
             tally=tally_of(out.candidates, policy.max_samples),
             stop=out.stop,
-            signals=[leader_token_confidence(out.candidates)] if out.candidates else [],
+            signals=[leader_token_confidence(out.candidates, leader)] if out.candidates else [],
             error=out.error,
             budget_used=snapshot.used,
             budget_limit=snapshot.limit,
@@ -168,7 +169,7 @@ async def decide_request(
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
     used = ledger.snapshot().used
-    chosen = best_candidate(out.candidates)
+    chosen = best_candidate(out.candidates, leader)
     decided = Decided(
         verdict=verdict,
         candidates=out.candidates,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retryctl._cut import CutWatch
 from retryctl._log import get_logger
 from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
@@ -31,7 +32,7 @@ from retryctl.models._constraints import (
 from retryctl.models._errors import TerminalBackendError
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
-from retryctl.models._types import Candidate, Constraint, SamplingParams, TokenLogprob, Usage
+from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
 
 __all__ = ["EmbeddedBackend"]
 
@@ -204,6 +205,7 @@ class EmbeddedBackend(BackendBase):
         starts: list[int] = []
         logprobs: list[TokenLogprob] = []
         finish = "length"
+        watch = CutWatch(params.cut_below, CUT_WINDOW) if params.cut_below and params.logprobs else None
         started = time.perf_counter()
         llm.set_seed(seed)
         tokens = llm.generate(
@@ -244,6 +246,10 @@ class EmbeddedBackend(BackendBase):
                         del buf[cut:], starts[kept:], logprobs[kept:]
                         finish = "stop"
                         break
+                # After the stop check: a replay reads the logprobs a stop string left.
+                if watch is not None and watch.add(logprobs[-1].logprob):
+                    finish = "cut"
+                    break
                 if len(starts) >= max_new:
                     break
         finally:

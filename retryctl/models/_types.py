@@ -11,6 +11,7 @@ from typing import Any, Literal
 from retryctl.exceptions import ConfigError
 
 __all__ = [
+    "CUT_WINDOW",
     "Candidate",
     "Constraint",
     "SamplingParams",
@@ -19,6 +20,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
 ]
+
+CUT_WINDOW = 16
+"""Tokens over which ``SamplingParams.cut_below`` is checked (the stopping rules' ``GROUP_WINDOW``)."""
 
 Constraint = Literal["strict", "lenient", "none"]
 """How a structured answer was constrained: the full JSON schema, any JSON, or not at all."""
@@ -101,6 +105,11 @@ class SamplingParams:
     """Ask for per-token logprobs (the token-confidence signal needs them)."""
     top_logprobs: int = 5
     """How many alternatives to report per token, 0 to 20."""
+    cut_below: float | None = None
+    """Stop a candidate once the geometric-mean probability of its last ``CUT_WINDOW`` tokens falls
+    below this (in (0, 1)); it comes back with ``finish_reason="cut"`` and the tokens it spent. A
+    stopping rule sets it from the first samples (samples cut short); backends that cannot watch
+    their tokens as they decode ignore it. Needs ``logprobs``."""
 
     def __post_init__(self) -> None:
         # Sequences are accepted for convenience and frozen into tuples.
@@ -120,6 +129,8 @@ class SamplingParams:
             raise ConfigError(field="max_tokens", value=self.max_tokens, problem="must be >= 1")
         if not (0 <= self.top_logprobs <= 20):
             raise ConfigError(field="top_logprobs", value=self.top_logprobs, problem="must be 0..20")
+        if self.cut_below is not None and not (0.0 < self.cut_below < 1.0):
+            raise ConfigError(field="cut_below", value=self.cut_below, problem="must be in (0, 1)")
         if any(not isinstance(s, str) or not s for s in stop):
             raise ConfigError(field="stop", value=self.stop, problem="must be non-empty strings")
         self._check_response_format()

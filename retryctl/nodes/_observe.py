@@ -68,8 +68,13 @@ def exhaustion_from(d: dict[str, Any] | None) -> Exhaustion | None:
 
 
 def stop_to(s: StopDecision | None) -> dict[str, Any] | None:
-    """A stopping decision as JSON."""
-    return None if s is None else dataclasses.asdict(s)
+    """A stopping decision as JSON (``leader`` only where the rule named one)."""
+    if s is None:
+        return None
+    out = dataclasses.asdict(s)
+    if out.get("leader") is None:
+        out.pop("leader", None)
+    return out
 
 
 def stop_from(d: dict[str, Any] | None) -> StopDecision | None:
@@ -88,8 +93,9 @@ def signal_from(d: dict[str, Any]) -> Signal:
 
 
 def tally_of(candidates: Sequence[CandidateRecord], max_samples: int) -> Tally | None:
-    """The tally of an attempt's votes (its candidates but the repeats), ``None`` without any."""
-    votes = [c for c in candidates if not c.get("repeat")]
+    """The tally of an attempt's votes (its candidates but the repeats and those cut short), ``None``
+    without any."""
+    votes = [c for c in candidates if not c.get("repeat") and not c.get("cut")]
     if not votes:
         return None
     confidences = [c["token_confidence"] for c in votes]
@@ -97,18 +103,24 @@ def tally_of(candidates: Sequence[CandidateRecord], max_samples: int) -> Tally |
     return Tally.of([c["answer"] for c in votes], usable, max_samples=max_samples)
 
 
-def best_candidate(candidates: Sequence[CandidateRecord]) -> CandidateRecord | None:
-    """The first candidate voting for the leading answer (or the first candidate if none answered)."""
+def best_candidate(
+    candidates: Sequence[CandidateRecord], leader: str | None = None
+) -> CandidateRecord | None:
+    """The first candidate voting for the leading answer (or the first candidate if none answered).
+
+    ``leader`` is the answer the stopping rule stood behind where it weighs votes
+    (:attr:`StopDecision.leader`); ``None``: the answer with the most votes.
+    """
     tally = tally_of(candidates, max(1, len(candidates)))
     if tally is None:
         return None
-    leader = tally.leader
-    return next((c for c in candidates if c["answer"] == leader), candidates[0])
+    chosen = leader if leader is not None else tally.leader
+    return next((c for c in candidates if c["answer"] == chosen), candidates[0])
 
 
-def leader_token_confidence(candidates: Sequence[CandidateRecord]) -> Signal:
+def leader_token_confidence(candidates: Sequence[CandidateRecord], leader: str | None = None) -> Signal:
     """Mean token confidence of the candidates voting for the leader; unavailable without logprobs."""
-    best = best_candidate(candidates)
+    best = best_candidate(candidates, leader)
     if best is None:
         return Signal.unavailable("token_confidence", "no candidates")
     voters = [
@@ -120,9 +132,9 @@ def leader_token_confidence(candidates: Sequence[CandidateRecord]) -> Signal:
     return Signal("token_confidence", sum(known) / len(known))
 
 
-def leader_weakest_span(candidates: Sequence[CandidateRecord]) -> Signal:
+def leader_weakest_span(candidates: Sequence[CandidateRecord], leader: str | None = None) -> Signal:
     """The weakest span of the best candidate's tokens; unavailable without logprobs."""
-    best = best_candidate(candidates)
+    best = best_candidate(candidates, leader)
     span = best.get("weakest_span") if best is not None else None
     if span is None:
         return Signal.unavailable("weakest_span", "no token logprobs from the backend")

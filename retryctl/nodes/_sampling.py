@@ -50,7 +50,7 @@ from retryctl.controller import (
     weakest_span,
 )
 from retryctl.controller import Usage as BudgetUsage
-from retryctl.controller.stopping import fewest_more
+from retryctl.controller.stopping import fewest_more, group_floor
 from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
 from retryctl.models._base import sample_within
@@ -209,7 +209,9 @@ def _actual(candidates: Sequence[Candidate], model: str, prices: PriceTable | No
     )
 
 
-def _record(c: Candidate, answer: str | None, attempt: int, *, repeat: bool) -> CandidateRecord:
+def _record(
+    c: Candidate, answer: str | None, attempt: int, *, repeat: bool, cut: bool = False
+) -> CandidateRecord:
     signal = token_confidence(c.token_logprobs)
     span = weakest_span(c.token_logprobs)
     record = CandidateRecord(
@@ -223,6 +225,8 @@ def _record(c: Candidate, answer: str | None, attempt: int, *, repeat: bool) -> 
     )
     if repeat:
         record["repeat"] = True
+    if cut:
+        record["cut"] = True
     return record
 
 
@@ -232,20 +236,41 @@ class _Votes:
 
     answers: list[str | None] = field(default_factory=list)
     confidences: list[float | None] = field(default_factory=list)
+    floors: list[float | None] = field(default_factory=list)
     drawn: int = 0
+    cut: int = 0
     repeats: Repeats = field(default_factory=Repeats)
 
     def add(self, c: Candidate, equivalence: EquivalenceLike, attempt: int, asked: float) -> CandidateRecord:
-        """Record ``c`` (drawn at temperature ``asked`` unless it says otherwise); vote unless a repeat."""
+        """Record ``c`` (drawn at temperature ``asked`` unless it says otherwise); vote unless a repeat
+        or a sample cut short."""
+        self.drawn += 1
+        if c.finish_reason == "cut":
+            self.cut += 1
+            return _record(c, None, attempt, repeat=False, cut=True)
         answer = c.answer if c.answer is not None else equivalence(c.text)
         temperature = c.temperature if c.temperature is not None else asked
         repeat = self.repeats.check(c.text, seed=c.seed, temperature=temperature)
         record = _record(c, answer, attempt, repeat=repeat)
-        self.drawn += 1
         if not repeat:
             self.answers.append(answer)
             self.confidences.append(record["token_confidence"])
+            self.floors.append(group_floor(c.token_logprobs) if c.token_logprobs else None)
         return record
+
+    def tally(self, cap: int) -> Tally:
+        """The votes as the rule sees them: every sample cut short is one vote fewer it may still get."""
+        known = self.confidences if all(c is not None for c in self.confidences) else None
+        return Tally.of(self.answers, known, max_samples=max(len(self.answers), cap - self.cut))
+
+    def cut_params(self, rule: StopRule, params: SamplingParams) -> SamplingParams:
+        """``params`` with the rule's cut bound, once its first samples set one (a rule without
+        ``cut_bound``, or samples without logprobs, leave them as they are)."""
+        bound_of = getattr(rule, "cut_bound", None)
+        if bound_of is None or not params.logprobs or not self.floors:
+            return params
+        bound = bound_of(self.floors)
+        return params if bound is None or not 0.0 < bound < 1.0 else replace(params, cut_below=bound)
 
 
 def sampling(
@@ -269,7 +294,7 @@ def sampling(
     """
     out = SampleOutcome()
     votes = _Votes()
-    answers, confidences = votes.answers, votes.confidences
+    answers = votes.answers
     cap = max_samples
     plain = min(min_samples, cap)  # the draw's size, asking the rule after every sample
     k = plain
@@ -281,7 +306,9 @@ def sampling(
         k = min(max(plain, fewest_more(rule, Tally.of((), max_samples=cap))), cap)
     while True:
         charge = _TransportCharge(ledgers)
-        params = schedule.params(attempt=attempt, drawn=votes.drawn, disagreed=bool(answers))
+        params = votes.cut_params(
+            rule, schedule.params(attempt=attempt, drawn=votes.drawn, disagreed=bool(answers))
+        )
         req = DrawRequest(k, params, on_retry=charge)
         held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
         if isinstance(held, Exhaustion) and k > plain:
@@ -312,9 +339,9 @@ def sampling(
         charge.report(out)
         for r in held:
             r.commit(_actual(drawn, model, prices))
-        before = len(answers)
+        before, cut_before = len(answers), votes.cut
         out.candidates += [votes.add(c, equivalence, attempt, params.temperature) for c in drawn]
-        if drawn and len(answers) == before:
+        if drawn and len(answers) == before and votes.cut == cut_before:
             # A whole draw of repeats (near-greedy, or seeds already drawn): more of the same would
             # add samples and cost but no evidence, so the attempt is judged on what it has.
             out.notes.append(
@@ -322,8 +349,7 @@ def sampling(
                 f"(temperature {params.temperature:g}), so more would add no evidence"
             )
             return out
-        conf_list = confidences if all(c is not None for c in confidences) else None
-        decision = rule(Tally.of(answers, conf_list, max_samples=cap))
+        decision = rule(votes.tally(cap))
         out.stop = decision
         if decision.max_samples is not None:
             cap = max(votes.drawn, min(cap, decision.max_samples))
@@ -334,8 +360,7 @@ def sampling(
         plain = min(schedule.batch, cap - votes.drawn)
         k = plain
         if not _walls_left(ledgers):
-            tally = Tally.of(answers, conf_list, max_samples=cap)
-            k = min(max(plain, fewest_more(rule, tally)), cap - votes.drawn)
+            k = min(max(plain, fewest_more(rule, votes.tally(cap))), cap - votes.drawn)
 
 
 def _walls_left(ledgers: Sequence[Ledger | StepLedger]) -> list[float]:

@@ -46,6 +46,9 @@ class CandidateRecord(TypedDict):
     repeat: NotRequired[bool]
     """It repeats an earlier candidate of the attempt (same text, same seed or both near-greedy:
     :class:`~retryctl.controller.Repeats`): kept and shown, but not a vote."""
+    cut: NotRequired[bool]
+    """It was cut short (its running group confidence fell below the stopping rule's bound): its
+    tokens were spent, but it has no answer and is not a vote."""
 
 
 class StepVerdict(TypedDict):

@@ -337,7 +337,9 @@ class ControlledStep(StepRoutes):
     def _measure(self, state: StepState) -> tuple[ControlState, str | None, list[ValidatorResult]]:
         control: ControlState = {**state["control"]}
         candidates = state.get("candidates", [])
-        best = best_candidate(candidates)
+        stop = stop_from(control.get("stop"))
+        leader = stop.leader if stop is not None else None
+        best = best_candidate(candidates, leader)
         if best is not None:
             control["best"] = {k: best[k] for k in ("answer", "text", "model", "attempt")}
         control["signals"] = []
@@ -346,8 +348,8 @@ class ControlledStep(StepRoutes):
                 m: v for m, v in control.get("votes_by_member", {}).items() if m != control.get("target")
             }
             control["signals"] = [
-                signal_to(leader_token_confidence(candidates)),
-                signal_to(leader_weakest_span(candidates)),
+                signal_to(leader_token_confidence(candidates, leader)),
+                signal_to(leader_weakest_span(candidates, leader)),
                 signal_to(cross_member(best["answer"] if best else None, others)),
             ]
         results = run_validators(self.validators, best["text"]) if best and self.validators else []

@@ -14,6 +14,7 @@ from pathlib import Path
 from retryctl import banks
 from retryctl._answers import default_equivalence
 from retryctl.controller._signals import token_confidence
+from retryctl.controller.stopping import group_floor
 
 __all__ = ["NO_ANSWER", "CodedBank", "CodedQuestion", "code_bank"]
 
@@ -35,6 +36,12 @@ class CodedQuestion:
     """Each sample's token confidence in [0, 1], ``None`` without logprobs."""
     gold: int
     """The gold's code, ``NO_ANSWER`` when no sample gave the gold (or it normalises to nothing)."""
+    logprobs: tuple[tuple[float, ...] | None, ...] = ()
+    """Each sample's token logprobs (``None`` where not recorded): what a cut-short replay reads."""
+    tokens: tuple[int | None, ...] = ()
+    """Each sample's generated tokens (``None`` where the bank does not say)."""
+    floors: tuple[float | None, ...] = ()
+    """Each sample's lowest group confidence (:func:`~retryctl.controller.stopping.group_floor`)."""
 
     @property
     def n(self) -> int:
@@ -45,6 +52,11 @@ class CodedQuestion:
     def has_confidences(self) -> bool:
         """Whether any sample carried token logprobs."""
         return any(c is not None for c in self.confidences)
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether every sample's token count is known."""
+        return bool(self.tokens) and all(t is not None for t in self.tokens)
 
     def key(self, code: int) -> str | None:
         """The canonical key of ``code`` (``None`` for ``NO_ANSWER``)."""
@@ -74,12 +86,18 @@ class CodedBank:
         """Whether any sample of any question carried token logprobs."""
         return any(q.has_confidences for q in self.questions)
 
+    @property
+    def has_tokens(self) -> bool:
+        """Whether every sample of every question has a known token count (``avg_tokens`` needs it)."""
+        return all(q.has_tokens for q in self.questions)
+
 
 def _encode(question: banks.BankQuestion) -> CodedQuestion:
     """Code a question's answers as small ints through answer equivalence."""
     codes: dict[str, int] = {}
     answers: list[int] = []
     confidences: list[float | None] = []
+    floors: list[float | None] = []
     for sample in question.samples:
         if sample.answer is None:
             key = default_equivalence(sample.text)
@@ -90,6 +108,7 @@ def _encode(question: banks.BankQuestion) -> CodedQuestion:
         # threshold, to the last bit.
         signal = token_confidence(sample.token_logprobs)
         confidences.append(signal.value if signal.available else None)
+        floors.append(group_floor(sample.token_logprobs) if sample.token_logprobs else None)
     gold_key = default_equivalence.normalise(question.gold)
     gold = codes.get(gold_key, NO_ANSWER) if gold_key is not None else NO_ANSWER
     return CodedQuestion(
@@ -98,6 +117,9 @@ def _encode(question: banks.BankQuestion) -> CodedQuestion:
         answers=tuple(answers),
         confidences=tuple(confidences),
         gold=gold,
+        logprobs=tuple(s.token_logprobs for s in question.samples),
+        tokens=tuple(s.token_count for s in question.samples),
+        floors=tuple(floors),
     )
 
 

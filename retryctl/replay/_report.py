@@ -100,6 +100,8 @@ def summary_row(
         "policy": result.policy,
         "accuracy": round(result.accuracy(), 4),
         "avg_samples": round(result.avg_samples(), 4),
+        "avg_tokens": None if (tokens := result.avg_tokens()) is None else round(tokens, 2),
+        "cut_rate": round(result.cut / (result.orders * result.questions), 4) if result.questions else 0.0,
         "questions": result.questions,
         "orders": result.orders,
         "ece": None if result.ece is None else round(result.ece, 4),
@@ -112,6 +114,7 @@ def summary_row(
                 "questions": len(indices),
                 "accuracy": round(result.accuracy(indices), 4),
                 "avg_samples": round(result.avg_samples(indices), 4),
+                "avg_tokens": None if (part := result.avg_tokens(indices)) is None else round(part, 2),
             }
             if baseline is not None and baseline is not result:
                 delta, se = paired_delta(result, baseline, indices)

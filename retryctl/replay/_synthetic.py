@@ -28,6 +28,7 @@ DIFFICULTY_SHARES: dict[str, tuple[float, float]] = {
 """Range of the gold answer's share for each difficulty."""
 
 _TOKENS = 12
+_UNSURE = math.log(0.5)
 
 
 def _distribution(rng: random.Random, share: float) -> list[float]:
@@ -45,7 +46,9 @@ def _distribution(rng: random.Random, share: float) -> list[float]:
 
 def _sample(rng: random.Random, probs: list[float], no_answer: float, logprobs: bool) -> dict[str, Any]:
     if rng.random() < no_answer:
-        return {"text": "I am not sure."}
+        # An unanswered sample spends tokens too: a fixed, middling confidence (drawing one would
+        # shift every later draw of the bank's stream).
+        return {"text": "I am not sure."} | ({"token_logprobs": [_UNSURE] * _TOKENS} if logprobs else {})
     index = rng.choices(range(len(probs)), weights=probs)[0]
     answer = f"ans{index}"
     sample: dict[str, Any] = {"text": f"... so the answer is {answer}.", "answer": answer}

@@ -38,7 +38,10 @@ class TestBenchCommand:
         rows = json.loads(result.stdout)
         assert [r["policy"] for r in rows] == ["default", "sc-10"]
         for row in rows:
-            assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders", "ece", "auroc"}
+            assert set(row) == {
+                "policy", "accuracy", "avg_samples", "avg_tokens", "cut_rate", "questions", "orders", "ece",
+                "auroc",
+            }  # fmt: skip
             assert row["questions"] == 4 and row["orders"] == 20
         # SC-10 on these four questions: every majority is the gold, so no wrong answer to rank against
         # (AUROC undefined), and the error is how far the vote shares fall short of 1.
@@ -77,7 +80,7 @@ class TestBenchErrors:
         [
             (["--orders", "0"], "--orders must be >= 1 (got 0)"),
             (["--max-samples", "0"], "--max-samples must be >= 1 (got 0)"),
-            (["--policy", "magic"], "unknown policy 'magic'; known: default, sc-N"),
+            (["--policy", "magic"], "unknown policy 'magic'; known: default, predictive, sc-N"),
             (["--policy", "ac-beta:7"], "invalid threshold=7.0"),
         ],
     )

@@ -35,8 +35,15 @@ CONTROLLER = Path(__file__).resolve().parents[2] / "retryctl" / "controller"
 # Of retryctl itself the controller uses only its errors, answer equivalence (stdlib only, outside the
 # package so that the audit can grade with it without importing the controller) and the library's
 # logger (silent unless the user configures logging: docs/models.md#log-events), which tells of a
-# breaker store's faults.
-RETRYCTL_ALLOWED = ("retryctl.controller", "retryctl.exceptions", "retryctl._answers", "retryctl._log")
+# breaker store's faults, and the cut-short check (stdlib only, outside the package so that the
+# embedded decoder runs the very sums a replay does).
+RETRYCTL_ALLOWED = (
+    "retryctl.controller",
+    "retryctl.exceptions",
+    "retryctl._answers",
+    "retryctl._log",
+    "retryctl._cut",
+)
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:

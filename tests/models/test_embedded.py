@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from retryctl.controller.stopping import cut_point
 from retryctl.models import (
     ConstraintPolicy,
     EmbeddedBackend,
@@ -185,3 +186,16 @@ class TestEmbeddedBackendConfig:
             EmbeddedBackend(n_ctx=8)
         with pytest.raises(ValueError, match="n_threads"):
             EmbeddedBackend(n_threads=0)
+
+
+@needs_llama
+class TestEmbeddedCut:
+    def test_a_sample_below_the_bound_is_cut_where_a_replay_cuts_it(self, embedded) -> None:
+        messages = [{"role": "user", "content": "Write a long story about a dragon."}]
+        params = SamplingParams(temperature=1.0, seed=1, max_tokens=64, cut_below=0.97)
+        [cut] = embedded.sample_sync(messages, params)
+        assert cut.finish_reason == "cut"
+        assert cut.usage.output_tokens == len(cut.logprobs or ())
+        assert cut_point(cut.token_logprobs or (), 0.97) == cut.usage.output_tokens
+        [whole] = embedded.sample_sync(messages, SamplingParams(temperature=1.0, seed=1, max_tokens=64))
+        assert whole.finish_reason != "cut"  # without a bound nothing is cut

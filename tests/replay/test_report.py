@@ -51,7 +51,11 @@ class TestSummaryRow:
         orders = make_orders(bank, orders=2, seed=0)
         first, second = run_policies(bank, ["sc-4", "sc-1"], orders=orders, max_samples=40)
         row = summary_row(first)
-        assert set(row) == {"policy", "accuracy", "avg_samples", "questions", "orders", "ece", "auroc"}
+        assert set(row) == {
+            "policy", "accuracy", "avg_samples", "avg_tokens", "cut_rate", "questions", "orders", "ece",
+            "auroc",
+        }  # fmt: skip
+        assert row["avg_tokens"] is None  # the bank gives no token counts
         assert row["auroc"] is None  # every answer right: nothing to rank a wrong one against
         assert row["accuracy"] == 100.0 and row["avg_samples"] == 4.0
         assert (row["questions"], row["orders"]) == (3, 2)

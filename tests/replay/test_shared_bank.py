@@ -32,6 +32,11 @@ class TestSharedBank:
         assert accuracy >= 83.06
         assert avg <= 6.0
 
+    def test_without_logprobs_default_is_predictive(self, bank: CodedBank) -> None:
+        # The bank has no token logprobs: the confidence-weighted default must be the vote-only rule.
+        assert not bank.has_confidences
+        assert _run(bank, "default") == _run(bank, "predictive") == (83.1, 5.95)
+
     def test_reference_figures(self, bank: CodedBank) -> None:
         # Published with the bank (DESIGN.md): SC-40 83.16 % at 40; AC Beta(0.95) 83.12 % at 6.37.
         assert _run(bank, "sc-40") == (83.16, 40.0)

@@ -39,12 +39,20 @@ from retryctl.controller.stopping._simple import (
     FixedSamples,
     ThresholdRule,
 )
+from retryctl.controller.stopping._weighted import (
+    GROUP_WINDOW,
+    ConfidenceWeighted,
+    cut_point,
+    group_floor,
+)
 
 __all__ = [
     "BUILTIN_POLICIES",
+    "GROUP_WINDOW",
     "KNOWN_POLICIES",
     "AdaptiveBeta",
     "AdaptiveDirichlet",
+    "ConfidenceWeighted",
     "DifficultyBudget",
     "EscWindow",
     "FixedSamples",
@@ -60,7 +68,9 @@ __all__ = [
     "ThresholdRule",
     "as_rule",
     "beta_sf_half",
+    "cut_point",
     "default_stopping_rule",
     "fewest_more",
+    "group_floor",
     "parse_stopping_rule",
 ]

@@ -152,7 +152,7 @@ class PredictiveMajority(StopRule):
     """Predictive probability that the leader is still the leader at the cap, needed to stop."""
     prior: float = 0.5
     """Beta prior pseudo-count for the leader and for each rival (0.5 = Jeffreys)."""
-    name: str = field(init=False, default="default", compare=False)
+    name: str = field(init=False, default="predictive", compare=False)
     order_free: bool = field(init=False, default=True, compare=False)
     soonest_on_agreement: bool = field(init=False, default=True, compare=False)
 

@@ -96,6 +96,8 @@ class StopDecision:
     """What a rule says: stop or not, its confidence in the leading answer, and a sentence of why.
 
     ``max_samples`` lets a rule (e.g. budget by difficulty) lower the step's cap; ``None`` keeps it.
+    ``leader`` is the answer a rule that weighs votes stands behind, where that is not simply the
+    answer with the most votes; ``None``: the tally's leader.
     """
 
     stop: bool
@@ -104,6 +106,7 @@ class StopDecision:
     rule: str
     max_samples: int | None = None
     details: dict[str, float] = field(default_factory=dict)
+    leader: str | None = None
 
 
 @runtime_checkable

@@ -1,7 +1,8 @@
-"""Policy names, as the CLI and configs spell them: ``default``, ``sc-N``, ``esc``, ``ac-beta``, ...
+"""Policy names, as the CLI and configs spell them: ``default``, ``predictive``, ``sc-N``, ``esc``, ...
 
 A name may carry one parameter after a colon, the knob a sweep turns: ``ac-beta:0.99`` (threshold),
-``default:0.99`` (threshold), ``esc:8`` (window), ``threshold:0.9`` (agreement), ``budget:2`` (probe).
+``default:0.99`` and ``predictive:0.99`` (threshold), ``esc:8`` (window), ``threshold:0.9``
+(agreement), ``budget:2`` (probe).
 ``sc-N`` carries its knob in the name.
 """
 
@@ -23,6 +24,7 @@ from retryctl.controller.stopping._simple import (
     FixedSamples,
     ThresholdRule,
 )
+from retryctl.controller.stopping._weighted import ConfidenceWeighted
 from retryctl.exceptions import ConfigError, UnknownPolicyError
 
 __all__ = [
@@ -33,10 +35,10 @@ __all__ = [
     "parse_stopping_rule",
 ]
 
-KNOWN_POLICIES = ["default", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
+KNOWN_POLICIES = ["default", "predictive", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
 """Every name :func:`parse_stopping_rule` accepts (``sc-N`` with N a positive integer)."""
 
-BUILTIN_POLICIES = ["default", "sc-40", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
+BUILTIN_POLICIES = ["default", "predictive", "sc-40", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
 """One concrete name per built-in policy, as benchmarks list them."""
 
 _SC = re.compile(r"sc-(\d+)")
@@ -47,7 +49,8 @@ class StoppingRuleSpec:
     """A parsed name: the family, its parameter (``None`` = the family's default) and the sweep."""
 
     family: str
-    """``default``, ``sc``, ``esc``, ``ac-beta``, ``ac-dirichlet``, ``threshold`` or ``budget``."""
+    """``default``, ``predictive``, ``sc``, ``esc``, ``ac-beta``, ``ac-dirichlet``, ``threshold`` or
+    ``budget``."""
     param: float | None
     """The knob's value, or ``None`` for the family default."""
 
@@ -76,6 +79,11 @@ def _as_int(param: float | None, default: int) -> int:
 
 _FAMILIES: dict[str, _Family] = {
     "default": _Family(
+        lambda p: ConfidenceWeighted() if p is None else ConfidenceWeighted(threshold=p),
+        (0.8, 0.9, 0.95, 0.975, 0.99, 0.995),
+        integer=False,
+    ),
+    "predictive": _Family(
         lambda p: PredictiveMajority() if p is None else PredictiveMajority(threshold=p),
         (0.8, 0.9, 0.95, 0.975, 0.99, 0.995),
         integer=False,
@@ -143,5 +151,6 @@ def parse_stopping_rule(name: str) -> StoppingRuleSpec:
 
 
 def default_stopping_rule() -> StopRule:
-    """The default stopping policy (:class:`PredictiveMajority` with its documented parameters)."""
-    return PredictiveMajority()
+    """The default stopping policy (:class:`ConfidenceWeighted` with its documented parameters: it is
+    :class:`PredictiveMajority` where samples carry no token confidence)."""
+    return ConfidenceWeighted()

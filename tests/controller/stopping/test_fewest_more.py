@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from retryctl.controller.stopping import (
     AdaptiveBeta,
     AdaptiveDirichlet,
+    ConfidenceWeighted,
     DifficultyBudget,
     EscWindow,
     FixedSamples,
@@ -25,6 +26,8 @@ from retryctl.controller.stopping import (
 )
 
 PROMISING: list[StoppingRule] = [
+    ConfidenceWeighted(),
+    ConfidenceWeighted(threshold=0.5, cut=False),
     PredictiveMajority(),
     PredictiveMajority(threshold=0.5),
     AdaptiveBeta(),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from retryctl.controller.stopping import (
     AdaptiveBeta,
     AdaptiveDirichlet,
+    ConfidenceWeighted,
     DifficultyBudget,
     EscWindow,
     FixedSamples,
@@ -23,6 +24,8 @@ from retryctl.controller.stopping import (
 )
 
 BASE_RULES: list[StopRule] = [
+    ConfidenceWeighted(),
+    ConfidenceWeighted(threshold=0.5, warmup=1),
     FixedSamples(n=1),
     FixedSamples(n=5),
     ThresholdRule(),

@@ -9,6 +9,7 @@ from retryctl.controller.stopping import (
     KNOWN_POLICIES,
     AdaptiveBeta,
     AdaptiveDirichlet,
+    ConfidenceWeighted,
     DifficultyBudget,
     EscWindow,
     FixedSamples,
@@ -24,7 +25,8 @@ class TestParsePolicy:
     @pytest.mark.parametrize(
         ("name", "kind"),
         [
-            ("default", PredictiveMajority),
+            ("default", ConfidenceWeighted),
+            ("predictive", PredictiveMajority),
             ("sc-40", FixedSamples),
             ("esc", EscWindow),
             ("ac-beta", AdaptiveBeta),
@@ -43,7 +45,8 @@ class TestParsePolicy:
         assert parse_stopping_rule("sc-7").build() == FixedSamples(n=7)
         assert parse_stopping_rule("esc:8").build() == EscWindow(window=8)
         assert parse_stopping_rule("threshold:0.9").build() == ThresholdRule(agreement=0.9)
-        assert parse_stopping_rule("default:0.99").build() == PredictiveMajority(threshold=0.99)
+        assert parse_stopping_rule("default:0.99").build() == ConfidenceWeighted(threshold=0.99)
+        assert parse_stopping_rule("predictive:0.99").build() == PredictiveMajority(threshold=0.99)
         assert parse_stopping_rule("budget:5").build() == DifficultyBudget(probe=5, easy_max=5)
 
     def test_unknown_lists_known_names(self) -> None:
@@ -69,4 +72,4 @@ class TestParsePolicy:
                 parse_stopping_rule(swept)
 
     def test_default_policy_is_the_documented_one(self) -> None:
-        assert default_stopping_rule() == PredictiveMajority(threshold=0.975, prior=0.5)
+        assert default_stopping_rule() == ConfidenceWeighted(threshold=0.975, prior=0.5, warmup=2)

@@ -1,0 +1,157 @@
+"""Confidence-aware stopping on banks the project records itself: ``default`` beside ``predictive``
+and SC-max, in one run, with the #15 targets.
+
+    python bench/confidence_stopping.py --record     # record the development banks (embedded model)
+    python bench/confidence_stopping.py [--bank B]   # replay them (and any --bank given), print targets
+
+The development banks are recorded with ``retryctl record`` from the embedded model on tasks this
+script generates (word problems from ``retryctl.evals.word_problems`` at seeds 5 and 6, which no
+other figure uses, plus bare arithmetic), at two temperatures and two prompts: short answers at 0.7
+and at 0.4 (more peaked answers, easier for a stopping rule) and reasoning first at 0.7 (long samples,
+where cutting matters most). Recording takes about 40 minutes on 2 cores (two recordings at once, one
+thread each); they resume where they stopped. Synthetic banks with token logprobs
+(``write_synthetic_bank``) are replayed beside them. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retryctl.evals import word_problems
+from retryctl.replay import write_synthetic_bank
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = "You solve arithmetic word problems. Reply with one line: The answer is N."
+REASON = "Solve the math problem. Think step by step, then finish with: The answer is N."
+
+
+@dataclass(frozen=True)
+class DevBank:
+    """One development bank: its tasks' seed and how its samples are drawn."""
+
+    name: str
+    seed: int
+    samples: int
+    temperature: float
+    max_tokens: int
+    system: str
+
+
+DEV_BANKS = (
+    DevBank("wp-short-t0.7", seed=5, samples=20, temperature=0.7, max_tokens=48, system=SHORT),
+    DevBank("wp-short-t0.4", seed=5, samples=20, temperature=0.4, max_tokens=48, system=SHORT),
+    DevBank("wp-reason-t0.7", seed=6, samples=16, temperature=0.7, max_tokens=160, system=REASON),
+)
+
+
+def tasks_for(seed: int, *, problems: int = 60, arithmetic: int = 20) -> list[dict[str, Any]]:
+    """Word problems of the two easiest strata, then bare arithmetic (``What is 17 - 9?``)."""
+    lines = [wp.task() for wp in word_problems(problems, seed=seed, strata=("small", "one_step"))]
+    rng = random.Random(seed)
+    for i in range(arithmetic):
+        a, b, op = rng.randint(2, 30), rng.randint(2, 30), rng.choice("+-*")
+        gold = a + b if op == "+" else a - b if op == "-" else a * b
+        lines.append(
+            {"id": f"ar-{seed}-{i}", "question": f"What is {a} {op} {b}?", "gold": gold, "stratum": "bare"}
+        )
+    return lines
+
+
+def _retryctl(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "retryctl.cli", *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"retryctl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+def _record(bank: DevBank, work: Path) -> None:
+    tasks = work / f"tasks-{bank.seed}.jsonl"
+    started = time.monotonic()
+    _retryctl(
+        "record", str(tasks), "--out", str(work / f"{bank.name}.jsonl"), "--samples", str(bank.samples),
+        "--temperature", str(bank.temperature), "--max-tokens", str(bank.max_tokens),
+        "--system", bank.system, "--extract", "number",
+    )  # fmt: skip
+    print(f"recorded {bank.name} in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def _bench(bank: Path, cap: int, orders: int) -> dict[str, dict[str, Any]]:
+    policies = ["default", "predictive", f"sc-{cap}"]
+    args = ["bench", str(bank), "--max-samples", str(cap), "--orders", str(orders), "--json"]
+    rows = json.loads(_retryctl(*args, *(x for p in policies for x in ("--policy", p))))
+    return {row["policy"]: row for row in rows}
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.2f}"
+
+
+def _report(name: str, rows: dict[str, dict[str, Any]], cap: int) -> None:
+    default, predictive, sc = rows["default"], rows["predictive"], rows[f"sc-{cap}"]
+    samples = default["avg_samples"] / predictive["avg_samples"]
+    tokens = _ratio(default["avg_tokens"], predictive["avg_tokens"])
+    gap = default["accuracy"] - sc["accuracy"]
+    print(
+        f"{name:22s} SC-{cap} {sc['accuracy']:6.2f} | predictive {predictive['accuracy']:6.2f} "
+        f"@ {predictive['avg_samples']:5.2f} | default {default['accuracy']:6.2f} "
+        f"@ {default['avg_samples']:5.2f} (cut {default['cut_rate']:.2f}) "
+        f"| acc-SC {gap:+.2f} (>= -0.3 {'met' if gap >= -0.3 else 'NOT met'}) "
+        f"| samples x{samples:.2f} (<= 0.65 {'met' if samples <= 0.65 else 'NOT met'}) "
+        f"| tokens x{tokens} (<= 0.50)",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--record", action="store_true", help="record the development banks first")
+    parser.add_argument("--work", type=Path, default=ROOT / ".bench-banks", help="where the banks are kept")
+    parser.add_argument("--bank", type=Path, action="append", default=[], help="another bank to replay")
+    parser.add_argument("--orders", type=int, default=20, help="random orders per question")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    for seed in sorted({b.seed for b in DEV_BANKS}):
+        path = args.work / f"tasks-{seed}.jsonl"
+        path.write_text("".join(json.dumps(t) + "\n" for t in tasks_for(seed)), encoding="utf-8")
+    if args.record:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda b: _record(b, args.work), DEV_BANKS))
+    print("development banks (recorded from the embedded model):")
+    for bank in DEV_BANKS:
+        path = args.work / f"{bank.name}.jsonl"
+        if path.exists():
+            _report(bank.name, _bench(path, bank.samples, args.orders), bank.samples)
+        else:
+            print(f"{bank.name:22s} not recorded: run with --record")
+    for path in args.bank:
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        cap = min(len(line["samples"]) for line in lines)
+        _report(path.name, _bench(path, cap, args.orders), cap)
+    print("synthetic banks with token logprobs (300 questions x 40 samples, known answer distributions):")
+    with tempfile.TemporaryDirectory() as scratch:
+        mixes = {
+            "easy-heavy": {"easy": 0.7, "medium": 0.2, "hard": 0.1},
+            "balanced": {"easy": 1 / 3, "medium": 1 / 3, "hard": 1 / 3},
+            "hard-heavy": {"easy": 0.1, "medium": 0.3, "hard": 0.6},
+        }
+        for name, mix in mixes.items():
+            path = write_synthetic_bank(Path(scratch) / f"{name}.jsonl", mix=mix, logprobs=True, seed=11)
+            _report(f"synthetic {name}", _bench(path, 40, 10), 40)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""``retryctl record`` and ``retryctl sweep``: sample banks recorded from a model, and the sampling
+knobs swept over them (docs/stopping.md, "Recording a bank")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from retryctl._paths import PathError, check_input, check_output
+from retryctl.cli._model_check import require_embedded_build
+from retryctl.exceptions import ConfigError, TaskFormatError
+
+if TYPE_CHECKING:
+    from retryctl.batch import Task
+    from retryctl.models import ModelBackend
+    from retryctl.record import RecordPlan
+
+__all__ = ["record", "sweep"]
+
+_USAGE_EXIT = 2
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(_USAGE_EXIT)
+
+
+def _tasks(path: Path) -> list[Task]:
+    from retryctl.batch import load_tasks
+
+    try:
+        check_input(path, what="task file")
+        return load_tasks(path)
+    except (PathError, TaskFormatError) as exc:
+        _fail(str(exc))
+
+
+def _backend(base_url: str | None, model_name: str | None) -> ModelBackend:
+    from retryctl.agent._graph import demo_model
+
+    try:
+        model = demo_model(base_url, model_name)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if base_url is None:
+        require_embedded_build()
+    return model
+
+
+def _check_resume(out: Path, plan: RecordPlan) -> int:
+    """How many tasks ``out`` already holds; a bank drawn with other knobs is refused, not mixed in."""
+    from retryctl.batch._files import BANK_LINES, read_results
+    from retryctl.record._record import sampling_of
+
+    try:
+        lines = read_results(out, kind=BANK_LINES).results
+    except TaskFormatError as exc:
+        _fail(f"--out: {exc}")
+    wanted = sampling_of(plan)
+    for line in lines:
+        had = line.get("sampling")
+        if had != wanted:
+            had = had if isinstance(had, dict) else {}
+            differ = [key for key in wanted if had.get(key) != wanted[key]]
+            then = ", ".join(f"{key}={json.dumps(had.get(key))}" for key in differ)
+            now = ", ".join(f"{key}={json.dumps(wanted[key])}" for key in differ)
+            _fail(
+                f"--out {out}: task {line['id']!r} was recorded with {then}; this run asks {now}: "
+                "record into another file"
+            )
+        if len(line["samples"]) != plan.samples:
+            _fail(f"--out {out}: task {line['id']!r} has {len(line['samples'])} samples, not {plan.samples}")
+    return len(lines)
+
+
+def _record_with_progress(
+    tasks: list[Task], backend: ModelBackend, out: Path, plan: RecordPlan, label: str
+) -> int:
+    from retryctl.record import record_bank, recorded_ids
+
+    done = recorded_ids(os.fspath(out))
+    todo = [t for t in tasks if t.id not in done]
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=not console.is_terminal) as progress:
+        bar = progress.add_task(label, total=len(tasks), completed=len(tasks) - len(todo))
+        written = asyncio.run(
+            record_bank(todo, backend, os.fspath(out), plan, on_done=lambda *_: progress.advance(bar))
+        )
+    return written
+
+
+def _plan(
+    *,
+    samples: int,
+    temperature: float,
+    top_p: float | None,
+    min_p: float | None,
+    seed: int,
+    max_tokens: int,
+    system: str | None,
+    extract: str,
+    concurrency: int,
+) -> RecordPlan:
+    from retryctl.models import SamplingParams
+    from retryctl.record import EXTRACTIONS, RecordPlan
+
+    if extract not in EXTRACTIONS:
+        _fail(f"--extract {extract!r}: must be one of {', '.join(EXTRACTIONS)}")
+    try:
+        params = SamplingParams(
+            temperature=temperature, top_p=top_p, min_p=min_p, seed=seed, max_tokens=max_tokens
+        )
+    except ConfigError as exc:
+        _fail(f"--{exc.field.replace('_', '-')}: {exc}")
+    return RecordPlan(
+        samples=samples,
+        params=params,
+        system=system,
+        extraction=extract,  # type: ignore[arg-type]  # checked against EXTRACTIONS above
+        concurrency=concurrency,
+    )
+
+
+_Samples = Annotated[int, typer.Option("--samples", min=1, help="Samples per task (the bank's K).")]
+_Seed = Annotated[
+    int, typer.Option("--seed", help="Seed of each task's first sample; sample i uses seed + i.")
+]
+_MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="Most tokens per sample.")]
+_System = Annotated[str | None, typer.Option("--system", help="A system message before each question.")]
+_Extract = Annotated[
+    str,
+    typer.Option(
+        "--extract", help="How answers are read: 'default' (boxed, 'the answer is', last line) or 'number'."
+    ),
+]
+_Concurrency = Annotated[int, typer.Option("--concurrency", min=1, help="Tasks drawn at once.")]
+_BaseUrl = Annotated[
+    str | None, typer.Option("--base-url", help="OpenAI-compatible server (default: embedded).")
+]
+_ModelName = Annotated[str | None, typer.Option("--model-name", help="Model on that server.")]
+
+
+def record(
+    tasks_path: Annotated[
+        Path, typer.Argument(metavar="TASKS.jsonl", help="Tasks: {id, question, gold?, stratum?} a line.")
+    ],
+    *,
+    out: Annotated[Path, typer.Option("--out", help="The bank to write (a rerun adds the tasks it lacks).")],
+    samples: _Samples = 20,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature.")] = 0.7,
+    top_p: Annotated[
+        float | None, typer.Option("--top-p", help="Nucleus mass (default: the backend's).")
+    ] = None,
+    min_p: Annotated[
+        float | None, typer.Option("--min-p", help="Min-p filter (default: the backend's).")
+    ] = None,
+    seed: _Seed = 0,
+    max_tokens: _MaxTokens = 256,
+    system: _System = None,
+    extract: _Extract = "default",
+    concurrency: _Concurrency = 1,
+    base_url: _BaseUrl = None,
+    model_name: _ModelName = None,
+) -> None:
+    """Record a sample bank: K samples per task with token logprobs, counts, finish reasons, latency."""
+    tasks = _tasks(tasks_path)
+    try:
+        check_output(out, what="--out bank", inputs=[(tasks_path, "task file")])
+    except PathError as exc:
+        _fail(str(exc))
+    plan = _plan(
+        samples=samples,
+        temperature=temperature,
+        top_p=top_p,
+        min_p=min_p,
+        seed=seed,
+        max_tokens=max_tokens,
+        system=system,
+        extract=extract,
+        concurrency=concurrency,
+    )
+    had = _check_resume(out, plan)
+    backend = _backend(base_url, model_name)
+    written = _record_with_progress(tasks, backend, out, plan, f"recording {out.name}")
+    typer.echo(f"{os.fspath(out)}: {had + written} tasks ({written} recorded now, {had} already there)")
+
+
+def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
+    """A comma list of numbers; ``-`` (when ``optional``) means the backend's default."""
+    out: list[float | None] = []
+    for raw in text.split(","):
+        part = raw.strip()
+        if optional and part == "-":
+            out.append(None)
+            continue
+        try:
+            out.append(float(part))
+        except ValueError:
+            _fail(f"{name} {text!r}: {part!r} is not a number")
+    if not out:
+        _fail(f"{name}: give at least one value")
+    return out
+
+
+def _sweep_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="retryctl sweep")
+    columns = (
+        ("point", "point"),
+        ("majority %", "majority_accuracy"),
+        ("default %", "default_accuracy"),
+        ("default tokens", "default_avg_tokens"),
+        ("mean len", "mean_tokens"),
+        ("p90 len", "p90_tokens"),
+        ("cut off", "length_rate"),
+        ("no answer", "parse_failure_rate"),
+        ("repeats", "repetition_rate"),
+    )
+    for title, _ in columns:
+        table.add_column(title, justify="left" if title == "point" else "right", no_wrap=True)
+    for row in rows:
+        view = {**row, "length_rate": row["finish"].get("length", 0.0)}
+        table.add_row(*("—" if view.get(key) is None else str(view[key]) for _, key in columns))
+    return table
+
+
+def sweep(
+    tasks_path: Annotated[
+        Path,
+        typer.Argument(metavar="TASKS.jsonl", help="Graded tasks: {id, question, gold, stratum?} a line."),
+    ],
+    *,
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for one bank per grid point (a rerun continues).")
+    ],
+    temperature: Annotated[str, typer.Option("--temperature", help="Temperatures, comma-separated.")] = "0.7",
+    top_p: Annotated[
+        str, typer.Option("--top-p", help="Top-p values, comma-separated; '-' = default.")
+    ] = "-",
+    min_p: Annotated[
+        str, typer.Option("--min-p", help="Min-p values, comma-separated; '-' = default.")
+    ] = "-",
+    samples: _Samples = 10,
+    seed: _Seed = 0,
+    max_tokens: _MaxTokens = 256,
+    system: _System = None,
+    extract: _Extract = "default",
+    concurrency: _Concurrency = 1,
+    base_url: _BaseUrl = None,
+    model_name: _ModelName = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a page with the curves.")] = None,
+) -> None:
+    """Record a bank per grid point of temperature × top-p × min-p, then compare them."""
+    from retryctl.record._sweep import grid, point_figures, render_sweep_html
+
+    tasks = _tasks(tasks_path)
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out}: not a directory")
+    points = grid(
+        [t for t in _floats(temperature, "--temperature", optional=False) if t is not None],
+        _floats(top_p, "--top-p", optional=True),
+        _floats(min_p, "--min-p", optional=True),
+    )
+    plans = [
+        _plan(
+            samples=samples,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            min_p=p.min_p,
+            seed=seed,
+            max_tokens=max_tokens,
+            system=system,
+            extract=extract,
+            concurrency=concurrency,
+        )
+        for p in points
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    for point, plan in zip(points, plans, strict=True):
+        _check_resume(out / point.file_name, plan)
+    if html is not None:
+        try:
+            check_output(html, what="--html page", inputs=[(tasks_path, "task file")])
+        except PathError as exc:
+            _fail(str(exc))
+    backend = _backend(base_url, model_name)
+    for point, plan in zip(points, plans, strict=True):
+        _record_with_progress(tasks, backend, out / point.file_name, plan, point.label)
+    rows = [point_figures(p, out / p.file_name) for p in points]
+    if html is not None:
+        html.write_text(render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}"), encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    Console().print(_sweep_table(rows))

@@ -1,0 +1,153 @@
+"""Record a sample bank from a model: K samples per task, with everything a policy is tuned on.
+
+Each task becomes one bank line (the format :mod:`retryctl.banks` reads), written whole when the
+task's samples are all in, so a stopped recording loses at most the tasks in flight and a rerun with
+the same file records only the tasks it lacks. A sample keeps its text, the answer extracted from it,
+per-token logprobs and (where the backend gives them) the top alternatives at each token, its token
+count, finish reason, latency and seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from retryctl._answers import default_equivalence, number_equivalence
+from retryctl.batch import Task
+from retryctl.batch._files import BANK_LINES, ResultsFile, read_results
+from retryctl.models import Candidate, ModelBackend, SamplingParams
+
+__all__ = [
+    "EXTRACTIONS",
+    "Extraction",
+    "RecordPlan",
+    "bank_line",
+    "record_bank",
+    "recorded_ids",
+    "sampling_of",
+]
+
+Extraction = Literal["default", "number"]
+EXTRACTIONS: dict[str, Callable[[str], str | None]] = {
+    "default": default_equivalence,
+    "number": number_equivalence,
+}
+"""How a sample's answer is read from its text: ``default`` (boxed, "the answer is", last line) or
+``number`` (the number stated as the answer, else the last number)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordPlan:
+    """What to draw for each task."""
+
+    samples: int
+    """Samples per task (the bank's K)."""
+    params: SamplingParams
+    """How to sample; its ``seed`` is the first sample's, sample i uses seed + i."""
+    system: str | None = None
+    """A system message put before each task's question."""
+    extraction: Extraction = "default"
+    """How each sample's answer is extracted."""
+    concurrency: int = 1
+    """Tasks drawn at once (the embedded model decodes one at a time whatever this is)."""
+
+
+def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "text": candidate.text,
+        "answer": extract(candidate.text),
+        "tokens": candidate.usage.output_tokens,
+        "finish_reason": candidate.finish_reason,
+        "latency_ms": round(candidate.latency_ms, 3),
+        "seed": candidate.seed,
+    }
+    if candidate.logprobs is not None:
+        out["token_logprobs"] = [t.logprob for t in candidate.logprobs]
+        if any(t.top for t in candidate.logprobs):
+            out["top_logprobs"] = [[[tok, lp] for tok, lp in t.top] for t in candidate.logprobs]
+    return out
+
+
+def sampling_of(plan: RecordPlan) -> dict[str, Any]:
+    """How a bank line was drawn, as its ``sampling`` key says (a resumed recording must match it)."""
+    params = plan.params
+    return {
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "min_p": params.min_p,
+        "seed": params.seed,
+        "max_tokens": params.max_tokens,
+        "system": plan.system,
+        "extraction": plan.extraction,
+    }
+
+
+def bank_line(task: Task, candidates: Sequence[Candidate], plan: RecordPlan, model: str) -> dict[str, Any]:
+    """One task's bank line: the task, the samples, and how they were drawn."""
+    extract = EXTRACTIONS[plan.extraction]
+    line: dict[str, Any] = {
+        "id": task.id,
+        "question": task.question,
+        "gold": task.gold if task.gold is not None else "",
+        "samples": [_sample(c, extract) for c in candidates],
+        "model": model,
+        "sampling": sampling_of(plan),
+    }
+    if task.stratum is not None:
+        line["stratum"] = task.stratum
+    return line
+
+
+def recorded_ids(path: str) -> set[str]:
+    """Ids of the tasks a bank already holds (none for a missing file); a file that is not a bank raises."""
+    return {str(line["id"]) for line in read_results(path, kind=BANK_LINES).results}
+
+
+async def record_bank(
+    tasks: Sequence[Task],
+    backend: ModelBackend,
+    out: str,
+    plan: RecordPlan,
+    *,
+    on_done: Callable[[Task, dict[str, Any], float], None] | None = None,
+) -> int:
+    """Append a bank line to ``out`` for every task it does not hold yet; returns how many were added.
+
+    ``on_done(task, line, seconds)`` is called after each line is written. A task whose gold is
+    missing is recorded with an empty gold: such a bank cannot be graded, only replayed.
+    """
+    todo = [t for t in tasks if t.id not in recorded_ids(out)]
+    messages_of = _messages(plan.system)
+    bank = ResultsFile(out, kind=BANK_LINES)
+    gate = asyncio.Semaphore(plan.concurrency)
+    written = 0
+
+    async def one(task: Task) -> None:
+        nonlocal written
+        async with gate:
+            started = time.perf_counter()
+            candidates = await backend.sample(messages_of(task), plan.params, k=plan.samples)
+            line = bank_line(task, candidates, plan, backend.name)
+            bank.append(line)
+            written += 1
+            if on_done is not None:
+                on_done(task, line, time.perf_counter() - started)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for task in todo:
+                group.create_task(one(task))
+    finally:
+        bank.close()
+    return written
+
+
+def _messages(system: str | None) -> Callable[[Task], list[dict[str, str]]]:
+    def build(task: Task) -> list[dict[str, str]]:
+        user = {"role": "user", "content": task.question}
+        return [{"role": "system", "content": system}, user] if system else [user]
+
+    return build

@@ -1,0 +1,175 @@
+"""Sweep the sampling knobs: one recorded bank per grid point, and the figures that tell them apart.
+
+Per point: accuracy of the plain majority of all K samples (``majority_accuracy``, K as ``k``) and
+of the default stopping policy (replayed from the bank as ``retryctl bench`` does), the samples and
+tokens the default spends, mean and p90 sample length in tokens, the finish-reason mix (stopped, cut
+off at ``max_tokens``), the share of samples with no answer to extract (parse failures) and the
+share that repeat themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from retryctl.banks import BankQuestion, load_bank
+from retryctl.controller.stopping import FixedSamples, default_stopping_rule
+from retryctl.replay import code_bank, make_orders, replay
+
+__all__ = ["REPEAT_NGRAM", "GridPoint", "grid", "point_figures", "render_sweep_html", "repetitive"]
+
+REPEAT_NGRAM = (4, 3)
+"""A sample *repeats itself* when some run of 4 words occurs 3 or more times in it: the loop a small
+model falls into at a high temperature or a low ``min_p`` (one repeated phrase is not one)."""
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One combination of the swept knobs (``None``: the backend's default)."""
+
+    temperature: float
+    top_p: float | None
+    min_p: float | None
+
+    @property
+    def label(self) -> str:
+        """``T=0.7 top_p=0.9 min_p=-`` as the table prints it."""
+        return f"T={self.temperature:g} top_p={_knob(self.top_p)} min_p={_knob(self.min_p)}"
+
+    @property
+    def file_name(self) -> str:
+        """The bank's file name in the sweep's directory."""
+        return f"bank-t{self.temperature:g}-p{_knob(self.top_p)}-m{_knob(self.min_p)}.jsonl"
+
+
+def _knob(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def grid(
+    temperatures: Sequence[float], top_ps: Sequence[float | None], min_ps: Sequence[float | None]
+) -> list[GridPoint]:
+    """Every combination, temperature outermost (the order the table lists them in)."""
+    return [GridPoint(t, p, m) for t, p, m in itertools.product(temperatures, top_ps, min_ps)]
+
+
+def repetitive(text: str) -> bool:
+    """Whether ``text`` repeats itself (:data:`REPEAT_NGRAM`)."""
+    size, times = REPEAT_NGRAM
+    words = text.split()
+    grams = Counter(tuple(words[i : i + size]) for i in range(len(words) - size + 1))
+    return any(count >= times for count in grams.values())
+
+
+def _p90(values: list[int]) -> float:
+    """The 90th percentile, nearest rank (a value that occurred)."""
+    ordered = sorted(values)
+    return float(ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]) if ordered else 0.0
+
+
+def _sample_figures(questions: list[BankQuestion]) -> dict[str, Any]:
+    samples = [s for q in questions for s in q.samples]
+    lengths = [s.token_count or 0 for s in samples]
+    finishes = Counter(s.finish_reason or "unknown" for s in samples)
+    total = len(samples)
+    return {
+        "samples": total,
+        "mean_tokens": round(sum(lengths) / total, 2) if total else 0.0,
+        "p90_tokens": _p90(lengths),
+        "finish": {reason: round(count / total, 4) for reason, count in sorted(finishes.items())},
+        "parse_failure_rate": round(sum(s.answer is None for s in samples) / total, 4) if total else 0.0,
+        "repetition_rate": round(sum(repetitive(s.text) for s in samples) / total, 4) if total else 0.0,
+    }
+
+
+def point_figures(point: GridPoint, bank: Path, *, orders: int = 10, seed: int = 0) -> dict[str, Any]:
+    """The figures of one grid point's bank (see the module's docstring)."""
+    coded = code_bank(bank)
+    cap = min(q.n for q in coded.questions)
+    replay_orders = make_orders(coded, orders=orders, seed=seed)
+    majority = replay(coded, FixedSamples(n=cap), orders=replay_orders, max_samples=cap)
+    default = replay(coded, default_stopping_rule(), orders=replay_orders, max_samples=cap)
+    figures: dict[str, Any] = {
+        "point": point.label,
+        "temperature": point.temperature,
+        "top_p": point.top_p,
+        "min_p": point.min_p,
+        "bank": str(bank),
+        "questions": len(coded.questions),
+        "k": cap,
+        "majority_accuracy": round(majority.accuracy(), 2),
+        "default_accuracy": round(default.accuracy(), 2),
+        "default_avg_samples": round(default.avg_samples(), 2),
+        "default_avg_tokens": None if (t := default.avg_tokens()) is None else round(t, 1),
+    }
+    figures.update(_sample_figures(load_bank(bank)))
+    return figures
+
+
+def _series(rows: Sequence[dict[str, Any]], key: str, scale: float) -> dict[str, list[tuple[float, float]]]:
+    top = max((r["temperature"] for r in rows), default=1.0) or 1.0
+    out: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        name = f"top_p={_knob(row['top_p'])} min_p={_knob(row['min_p'])}"
+        out.setdefault(name, []).append((row["temperature"] / top, min(1.0, row[key] / scale)))
+    return out
+
+
+def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
+    """A page with the sweep's table and its curves against temperature."""
+    from retryctl.evals._report import _plot
+
+    columns = [
+        "point",
+        "majority_accuracy",
+        "default_accuracy",
+        "default_avg_tokens",
+        "mean_tokens",
+        "p90_tokens",
+        "parse_failure_rate",
+        "repetition_rate",
+    ]
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(str(row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows
+    )
+    top = max((r["temperature"] for r in rows), default=1.0)
+    longest = max((r["p90_tokens"] for r in rows), default=1.0) or 1.0
+    x_axis = f"temperature (0 to {top:g})"
+    plots = [
+        _plot(
+            "Majority accuracy",
+            (x_axis, "accuracy"),
+            _series(rows, "majority_accuracy", 100.0),
+            diagonal=False,
+        ),
+        _plot(
+            "Default policy accuracy",
+            (x_axis, "accuracy"),
+            _series(rows, "default_accuracy", 100.0),
+            diagonal=False,
+        ),
+        _plot(
+            "Mean sample length",
+            (x_axis, f"tokens (0 to {longest:g})"),
+            _series(rows, "mean_tokens", longest),
+            diagonal=False,
+        ),
+        _plot(
+            "Samples with no answer",
+            (x_axis, "share"),
+            _series(rows, "parse_failure_rate", 1.0),
+            diagonal=False,
+        ),
+    ]
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}</style></head>"
+        f"<body><h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>{''.join(plots)}</body></html>"
+    )
