@@ -105,7 +105,9 @@ def demo_policy(calibration: Calibration | Literal["shipped"] | None = "shipped"
         accept_threshold=0.8,
         weights=DEMO_WEIGHTS,
         calibration=shipped_calibration() if calibration == "shipped" else calibration,
-        stopping="default",
+        # The vote-only rule: the shipped calibration and the graded figures of docs/evals.md were
+        # measured under it, and a calibration is only true of the policy it was fitted under.
+        stopping="predictive",
         min_samples=3,
         max_samples=5,
         max_retries=2,
