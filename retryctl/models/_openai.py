@@ -40,6 +40,7 @@ from retryctl.models._openai_modes import (
     sent_names,
     usable_or_raise,
 )
+from retryctl.models._openai_stream import StreamReader
 from retryctl.models._openai_wire import parse_completion, translate_error
 from retryctl.models._retry import RetrySettings, Sleep, call_with_retries
 from retryctl.models._types import Candidate, SamplingParams
@@ -194,6 +195,11 @@ class OpenAIBackend(BackendBase):
             payload["top_logprobs"] = params.top_logprobs
         if params.stop:
             payload["stop"] = list(params.stop)
+        if _cuts(params, plan):
+            payload["stream"] = True
+            if "stream_options" not in plan.refused:
+                # The usage chunk comes last: a stream read to its end says what the call cost.
+                payload["stream_options"] = {"include_usage": True}
         payload.update(plan.structure(params))
         # Not in OpenAI's API; llama.cpp, vLLM and SGLang read them from the body. Merged last, so they
         # win over the fields above, as the SDK's ``extra_body`` does.
@@ -228,6 +234,43 @@ class OpenAIBackend(BackendBase):
             status_code=raw.response.status_code,
         )
 
+    async def _streamed(self, payload: dict[str, Any], seed: int, bound: float | None) -> list[Candidate]:
+        """One sample, streamed; the stream is closed (the server stops generating) once it is cut."""
+        started = time.perf_counter()
+        reader = StreamReader(backend=self.name, bound=bound)
+        try:
+            with self._lease() as client:
+                stream = await client.post(
+                    "/chat/completions",
+                    body=payload,
+                    cast_to=object,  # the decoded JSON of each event, validated by the reader
+                    stream=True,
+                    stream_cls=openai.AsyncStream[object],
+                )
+                try:
+                    response = stream.response
+                    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                        # A server that ignores ``stream`` answers with the whole completion.
+                        body = (await response.aread()).decode("utf-8", errors="replace")
+                        latency_ms = (time.perf_counter() - started) * 1000.0
+                        return parse_completion(
+                            body,
+                            backend=self.name,
+                            model=self.model,
+                            latency_ms=latency_ms,
+                            seed=seed,
+                            status_code=response.status_code,
+                        )
+                    async for event in stream:
+                        if reader.add(event):
+                            break
+                finally:
+                    await stream.close()
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, backend=self.name, sent=sent_names(payload)) from exc
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        return [reader.candidate(model=self.model, latency_ms=latency_ms, seed=seed)]
+
     async def _request(
         self, messages: list[Message], params: SamplingParams, n: int, seed: int
     ) -> list[_Read]:
@@ -235,9 +278,12 @@ class OpenAIBackend(BackendBase):
         while True:
             plan = plan_for(params, self.capabilities.refused)
             payload = self._payload(messages, params, n, seed, plan)
+            once = functools.partial(self._once, payload, seed)
+            if "stream" in payload:
+                once = functools.partial(self._streamed, payload, seed, params.cut_below)
             try:
                 got = await call_with_retries(
-                    functools.partial(self._once, payload, seed),
+                    once,
                     self.retry,
                     sleep=self._sleep,
                     label=self.name,
@@ -290,7 +336,8 @@ class OpenAIBackend(BackendBase):
         msgs = normalise_messages(messages)
         base = params.seed if params.seed is not None else random.randrange(_SEED_SPACE)
         seeds = [(base + i) % _SEED_SPACE for i in range(k)]
-        if k == 1 or self.honours_n is False:
+        # A stream is read (and cut) per sample: one choice per request.
+        if k == 1 or self.honours_n is False or _cuts(params, plan_for(params, self.capabilities.refused)):
             return usable_or_raise(await self._parallel(msgs, params, seeds), backend=self.name)
         first = await self._request(msgs, params, k, seeds[0])
         if len(first) >= k:
@@ -315,8 +362,21 @@ _Read = tuple[Candidate, str | None]
 """A candidate as its mode served it, and the structure problem found in it (fallback modes only)."""
 
 
+def _cuts(params: SamplingParams, plan: Plan) -> bool:
+    """Whether samples are streamed to be cut short: a bound is set, its logprobs come, no tools
+    (tool-call deltas are not read from a stream), and the server has not refused streaming."""
+    return (
+        params.cut_below is not None
+        and params.logprobs
+        and plan.mode != "tools"
+        and not {"logprobs", "stream"} & plan.refused
+    )
+
+
 def _dropped_note(params: SamplingParams, n: int, plan: Plan) -> str | None:
     asked = {
+        "stream": params.cut_below is not None and params.logprobs,
+        "stream_options": params.cut_below is not None and params.logprobs,
         "logprobs": params.logprobs,
         "seed": True,
         "n": n > 1,

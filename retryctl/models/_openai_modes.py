@@ -28,8 +28,10 @@ Mode = Literal["text", "json_schema", "json_object+schema", "json_object", "tool
 """How one request carries its structure; every mode but ``text`` and ``prompt`` is a feature a server
 may refuse."""
 
-DROPPABLE = ("logprobs", "seed", "n", "top_p", "top_k", "min_p")
-"""Knobs a request goes on without when the server refuses them (the candidate's notes say so)."""
+DROPPABLE = ("logprobs", "seed", "n", "top_p", "top_k", "min_p", "stream", "stream_options")
+"""Knobs a request goes on without when the server refuses them (the candidate's notes say so); a
+refused ``stream`` leaves samples uncut (``SamplingParams.cut_below``), a refused ``stream_options``
+leaves a stream without its usage chunk."""
 
 _LADDERS: dict[str, tuple[Mode, ...]] = {
     "text": ("text",),

@@ -27,60 +27,72 @@ from retryctl.models._errors import (
 from retryctl.models._openai_caps import unsupported_parameter
 from retryctl.models._types import Candidate, TokenLogprob, ToolCall, Usage
 
-__all__ = ["parse_completion", "parse_retry_after", "split_usage", "status_error", "translate_error"]
+__all__ = [
+    "Logprobs",
+    "WireModel",
+    "WireUsage",
+    "parse_completion",
+    "parse_retry_after",
+    "split_usage",
+    "status_error",
+    "token_logprobs",
+    "translate_error",
+]
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 
 
-class _Wire(BaseModel):
+class WireModel(BaseModel):
+    """What a server sends, read leniently: unknown fields are ignored."""
+
     model_config = ConfigDict(extra="ignore")
 
 
-class _TopLogprob(_Wire):
+class _TopLogprob(WireModel):
     token: str
     logprob: float
 
 
-class _TokenLogprob(_Wire):
+class _TokenLogprob(WireModel):
     token: str
     logprob: float
     top_logprobs: list[_TopLogprob] | None = None
 
 
-class _Logprobs(_Wire):
+class Logprobs(WireModel):
     content: list[_TokenLogprob] | None = None
 
 
-class _Function(_Wire):
+class _Function(WireModel):
     name: str
     arguments: str | dict[str, Any] = "{}"
 
 
-class _ToolCall(_Wire):
+class _ToolCall(WireModel):
     id: str | None = None
     function: _Function
 
 
-class _Message(_Wire):
+class _Message(WireModel):
     content: str | None = None
     tool_calls: list[_ToolCall] | None = None
 
 
-class _Choice(_Wire):
+class _Choice(WireModel):
     index: int = 0
     message: _Message
     finish_reason: str | None = None
-    logprobs: _Logprobs | None = None
+    logprobs: Logprobs | None = None
 
 
-class _Usage(_Wire):
+class WireUsage(WireModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
 
-class _Completion(_Wire):
+class _Completion(WireModel):
     choices: list[_Choice]
-    usage: _Usage | None = None
+    usage: WireUsage | None = None
     model: str | None = None
 
 
@@ -177,8 +189,9 @@ def split_usage(total: Usage, weights: Sequence[int]) -> list[Usage]:
     ]
 
 
-def _logprobs(choice: _Choice) -> tuple[TokenLogprob, ...] | None:
-    if choice.logprobs is None or choice.logprobs.content is None:
+def token_logprobs(logprobs: Logprobs | None) -> tuple[TokenLogprob, ...] | None:
+    """A choice's (or a stream chunk's) logprobs as candidates carry them; ``None`` when absent."""
+    if logprobs is None or logprobs.content is None:
         return None
     return tuple(
         TokenLogprob(
@@ -186,7 +199,7 @@ def _logprobs(choice: _Choice) -> tuple[TokenLogprob, ...] | None:
             logprob=t.logprob,
             top=tuple((a.token, a.logprob) for a in (t.top_logprobs or ())),
         )
-        for t in choice.logprobs.content
+        for t in logprobs.content
     )
 
 
@@ -240,7 +253,7 @@ def parse_completion(
             "response has no choices", backend=backend, body=body, status_code=status_code
         )
     choices = sorted(completion.choices, key=lambda c: c.index)
-    logprobs = [_logprobs(c) for c in choices]
+    logprobs = [token_logprobs(c.logprobs) for c in choices]
     wire_usage = completion.usage
     total = Usage(wire_usage.prompt_tokens, wire_usage.completion_tokens) if wire_usage else Usage()
     usages = split_usage(total, [len(lp) if lp else 1 for lp in logprobs])

@@ -108,8 +108,9 @@ class SamplingParams:
     cut_below: float | None = None
     """Stop a candidate once the geometric-mean probability of its last ``CUT_WINDOW`` tokens falls
     below this (in (0, 1)); it comes back with ``finish_reason="cut"`` and the tokens it spent. A
-    stopping rule sets it from the first samples (samples cut short); backends that cannot watch
-    their tokens as they decode ignore it. Needs ``logprobs``."""
+    stopping rule sets it from the first samples (samples cut short). The embedded backend stops
+    decoding, the OpenAI-compatible one streams the sample and closes the stream; backends that cannot
+    watch their tokens as they come (LangChain's) ignore it. Needs ``logprobs``."""
 
     def __post_init__(self) -> None:
         # Sequences are accepted for convenience and frozen into tuples.
