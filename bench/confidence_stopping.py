@@ -3,6 +3,7 @@ and SC-max, in one run, with the #15 targets.
 
     python bench/confidence_stopping.py --record     # record the development banks (embedded model)
     python bench/confidence_stopping.py [--bank B]   # replay them (and any --bank given), print targets
+    python bench/confidence_stopping.py --probe      # and how far other stopping rules get (below)
 
 The development banks are recorded with ``retryctl record`` from the embedded model on tasks this
 script generates (word problems from ``retryctl.evals.word_problems`` at seeds 5 and 6, which no
@@ -11,6 +12,13 @@ and at 0.4 (more peaked answers, easier for a stopping rule) and reasoning first
 where cutting matters most). Recording takes about 40 minutes on 2 cores (two recordings at once, one
 thread each); they resume where they stopped. Synthetic banks with token logprobs
 (``write_synthetic_bank``) are replayed beside them. Figures are printed, never asserted.
+
+``--probe`` asks whether any simple rule reaches the #15 targets, replaying in-process in the orders
+``retryctl bench`` uses: the default stopped as soon as its first two samples agree
+(``agree-at-2``); the default that also gives up once the weighted leader's share is unlikely to be
+a majority, P(share > 1/2) < f after 3 samples (``futility-f``, f = 0.1, 0.2, 0.3); and the
+hindsight oracle, which stops at the first sample count whose running majority is SC-max's answer
+(it knows the answer; no rule can know it). None of these is a shipped policy.
 """
 
 from __future__ import annotations
@@ -18,17 +26,26 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
-import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from _cli import retryctl  # bench/ is the script's directory
+
+from retryctl.controller.stopping import (
+    ConfidenceWeighted,
+    StopDecision,
+    Tally,
+    beta_sf_half,
+    parse_stopping_rule,
+)
 from retryctl.evals import word_problems
-from retryctl.replay import write_synthetic_bank
+from retryctl.replay import NO_ANSWER, CodedBank, code_bank, make_orders, replay, write_synthetic_bank
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = "You solve arithmetic word problems. Reply with one line: The answer is N."
@@ -67,19 +84,10 @@ def tasks_for(seed: int, *, problems: int = 60, arithmetic: int = 20) -> list[di
     return lines
 
 
-def _retryctl(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "retryctl.cli", *args], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        sys.exit(f"retryctl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
-    return done.stdout
-
-
 def _record(bank: DevBank, work: Path) -> None:
     tasks = work / f"tasks-{bank.seed}.jsonl"
     started = time.monotonic()
-    _retryctl(
+    retryctl(
         "record", str(tasks), "--out", str(work / f"{bank.name}.jsonl"), "--samples", str(bank.samples),
         "--temperature", str(bank.temperature), "--max-tokens", str(bank.max_tokens),
         "--system", bank.system, "--extract", "number",
@@ -90,7 +98,7 @@ def _record(bank: DevBank, work: Path) -> None:
 def _bench(bank: Path, cap: int, orders: int) -> dict[str, dict[str, Any]]:
     policies = ["default", "predictive", f"sc-{cap}"]
     args = ["bench", str(bank), "--max-samples", str(cap), "--orders", str(orders), "--json"]
-    rows = json.loads(_retryctl(*args, *(x for p in policies for x in ("--policy", p))))
+    rows = json.loads(retryctl(*args, *(x for p in policies for x in ("--policy", p))))
     return {row["policy"]: row for row in rows}
 
 
@@ -114,6 +122,89 @@ def _report(name: str, rows: dict[str, dict[str, Any]], cap: int) -> None:
     )
 
 
+@dataclass(frozen=True, kw_only=True, repr=False)
+class AgreeAtTwo(ConfidenceWeighted):
+    """Probe: the default, stopped as soon as its first two samples give the same answer."""
+
+    def __call__(self, tally: Tally) -> StopDecision:
+        decision = super().__call__(tally)
+        first = tally.answers[:2]
+        if tally.n == 2 and first[0] is not None and first[0] == first[1]:
+            return replace(decision, stop=True, leader=first[0])
+        return decision
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Futility(ConfidenceWeighted):
+    """Probe: the default that also stops once P(the leader's share > 1/2) < ``futility``
+    (Jeffreys prior over its weighted votes), after ``after`` samples: no majority is coming."""
+
+    futility: float = 0.1
+    after: int = 3
+
+    def __call__(self, tally: Tally) -> StopDecision:
+        decision = super().__call__(tally)
+        if decision.stop or tally.n < self.after:
+            return decision
+        lead = decision.details.get("leader_weight")
+        if lead is None:
+            lead = max(Counter(a for a in tally.answers if a is not None).values(), default=0)
+        if beta_sf_half(lead + 0.5, tally.n - lead + 0.5) < self.futility:
+            return replace(decision, stop=True)
+        return decision
+
+
+def _majority(codes: Sequence[int]) -> int:
+    counts = Counter(c for c in codes if c != NO_ANSWER)
+    best = max(counts.values(), default=0)
+    return next((c for c in codes if c != NO_ANSWER and counts[c] == best), NO_ANSWER)
+
+
+def _oracle(bank: CodedBank, orders: list[list[list[int]]], cap: int) -> tuple[float, float | None]:
+    """Mean samples and tokens of the hindsight oracle (first n whose majority is SC-cap's)."""
+    samples = tokens = pairs = 0
+    for order in orders:
+        for question, perm in zip(bank.questions, order, strict=True):
+            codes = [question.answers[i] for i in perm[: min(cap, question.n)]]
+            final = _majority(codes)
+            stop = next(n for n in range(1, len(codes) + 1) if _majority(codes[:n]) == final)
+            samples += stop
+            tokens += sum(question.tokens[i] or 0 for i in perm[:stop]) if question.tokens else 0
+            pairs += 1
+    return samples / pairs, (tokens / pairs if bank.has_tokens else None)
+
+
+def _probe(name: str, path: Path, cap: int, orders: int) -> None:
+    bank = code_bank(path)
+    replay_orders = make_orders(bank, orders=orders, seed=0)  # retryctl bench's orders
+    rules: dict[str, Any] = {
+        p: parse_stopping_rule(p).build() for p in ("predictive", "default", f"sc-{cap}")
+    }
+    rules["agree-at-2"] = AgreeAtTwo()
+    rules.update({f"futility-{f:g}": Futility(futility=f) for f in (0.1, 0.2, 0.3)})
+    results = {
+        label: replay(bank, rule, orders=replay_orders, max_samples=cap, policy=label)
+        for label, rule in rules.items()
+    }
+    sc, predictive = results[f"sc-{cap}"], results["predictive"]
+    base_tokens = predictive.avg_tokens()
+    print(f"  probe {name} (SC-{cap} {sc.accuracy():.2f}):", flush=True)
+    for label, result in results.items():
+        if label.startswith("sc-"):
+            continue
+        tokens = result.avg_tokens()
+        print(
+            f"    {label:13s} {result.accuracy():6.2f} ({result.accuracy() - sc.accuracy():+6.2f}) "
+            f"samples x{result.avg_samples() / predictive.avg_samples():.2f} "
+            f"tokens x{_ratio(tokens, base_tokens)}"
+        )
+    samples, tokens = _oracle(bank, replay_orders, cap)
+    print(
+        f"    {'oracle':13s} {sc.accuracy():6.2f} ( +0.00) samples x{samples / predictive.avg_samples():.2f} "
+        f"tokens x{_ratio(tokens, base_tokens)}  (knows SC-{cap}'s answer)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,6 +213,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / ".bench-banks", help="where the banks are kept")
     parser.add_argument("--bank", type=Path, action="append", default=[], help="another bank to replay")
     parser.add_argument("--orders", type=int, default=20, help="random orders per question")
+    parser.add_argument("--probe", action="store_true", help="also replay the probe rules and the oracle")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     for seed in sorted({b.seed for b in DEV_BANKS}):
@@ -135,12 +227,16 @@ def main() -> None:
         path = args.work / f"{bank.name}.jsonl"
         if path.exists():
             _report(bank.name, _bench(path, bank.samples, args.orders), bank.samples)
+            if args.probe:
+                _probe(bank.name, path, bank.samples, args.orders)
         else:
             print(f"{bank.name:22s} not recorded: run with --record")
     for path in args.bank:
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         cap = min(len(line["samples"]) for line in lines)
         _report(path.name, _bench(path, cap, args.orders), cap)
+        if args.probe:
+            _probe(path.name, path, cap, args.orders)
     print("synthetic banks with token logprobs (300 questions x 40 samples, known answer distributions):")
     with tempfile.TemporaryDirectory() as scratch:
         mixes = {
@@ -151,6 +247,8 @@ def main() -> None:
         for name, mix in mixes.items():
             path = write_synthetic_bank(Path(scratch) / f"{name}.jsonl", mix=mix, logprobs=True, seed=11)
             _report(f"synthetic {name}", _bench(path, 40, 10), 40)
+            if args.probe:
+                _probe(f"synthetic {name}", path, 40, 10)
 
 
 if __name__ == "__main__":

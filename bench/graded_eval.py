@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from _cli import retryctl  # bench/ is the script's directory
 
 from retryctl.agent._calibration import SHIPPED_CALIBRATION
 from retryctl.evals import word_problems
@@ -28,15 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def _tasks(path: Path, count: int, seed: int) -> Path:
     path.write_text("".join(json.dumps(wp.task()) + "\n" for wp in word_problems(count, seed=seed)))
     return path
-
-
-def _retryctl(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "retryctl.cli", *args], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        sys.exit(f"retryctl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
-    return done.stdout
 
 
 def _fmt(value: float | None) -> str:
@@ -57,19 +48,19 @@ def main() -> None:
     if args.fit:
         tasks = _tasks(args.work / "set-a.jsonl", args.count or 160, seed=1)
         run = args.work / "set-a"
-        _retryctl("eval", str(tasks), "--out", str(run), "--calibration", "none", "--no-baselines", "--json")
+        retryctl("eval", str(tasks), "--out", str(run), "--calibration", "none", "--no-baselines", "--json")
         fit = ("calibrate", str(run / "agent.jsonl"), "--out", str(SHIPPED_CALIBRATION))
-        report = json.loads(_retryctl(*fit, "--holdout", "0.3", "--json"))
+        report = json.loads(retryctl(*fit, "--holdout", "0.3", "--json"))
         before, after = _fmt(report["ece_raw"]), _fmt(report["ece_calibrated"])
         print(f"held-out 30% of set A: ECE raw {before} -> calibrated {after}")
         # The shipped file is fitted on all of set A; the split above only measured the method.
-        _retryctl(*fit, "--holdout", "0")
+        retryctl(*fit, "--holdout", "0")
         print(f"wrote {SHIPPED_CALIBRATION.relative_to(ROOT)} ({time.monotonic() - started:.0f} s)")
         return
     tasks = _tasks(args.work / "set-b.jsonl", args.count or 120, seed=3)
     run = args.work / "set-b"
     report = json.loads(
-        _retryctl("eval", str(tasks), "--out", str(run), "--samples", str(args.samples), "--json",
+        retryctl("eval", str(tasks), "--out", str(run), "--samples", str(args.samples), "--json",
                   "--html", str(args.work / "set-b.html"))
     )  # fmt: skip
     systems = report["systems"]

@@ -55,8 +55,8 @@ def _backend(base_url: str | None, model_name: str | None) -> ModelBackend:
     return model
 
 
-def _check_resume(out: Path, plan: RecordPlan) -> int:
-    """How many tasks ``out`` already holds; a bank drawn with other knobs is refused, not mixed in."""
+def _check_resume(out: Path, plan: RecordPlan) -> set[str]:
+    """The ids of the tasks ``out`` already holds; a bank drawn with other knobs is refused, not mixed in."""
     from retryctl.batch._files import BANK_LINES, read_results
     from retryctl.record._record import sampling_of
 
@@ -78,22 +78,24 @@ def _check_resume(out: Path, plan: RecordPlan) -> int:
             )
         if len(line["samples"]) != plan.samples:
             _fail(f"--out {out}: task {line['id']!r} has {len(line['samples'])} samples, not {plan.samples}")
-    return len(lines)
+    return {str(line["id"]) for line in lines}
 
 
 def _record_with_progress(
-    tasks: list[Task], backend: ModelBackend, out: Path, plan: RecordPlan, label: str
+    tasks: list[Task], backend: ModelBackend, out: Path, plan: RecordPlan, *, label: str, done: set[str]
 ) -> int:
-    from retryctl.record import record_bank, recorded_ids
+    """Record the tasks whose ids are not in ``done`` (what :func:`_check_resume` read), with a bar."""
+    from retryctl.record import record_bank
 
-    done = recorded_ids(os.fspath(out))
     todo = [t for t in tasks if t.id not in done]
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=not console.is_terminal) as progress:
         bar = progress.add_task(label, total=len(tasks), completed=len(tasks) - len(todo))
         written = asyncio.run(
-            record_bank(todo, backend, os.fspath(out), plan, on_done=lambda *_: progress.advance(bar))
+            record_bank(
+                todo, backend, os.fspath(out), plan, recorded=done, on_done=lambda *_: progress.advance(bar)
+            )
         )
     return written
 
@@ -188,9 +190,10 @@ def record(
         extract=extract,
         concurrency=concurrency,
     )
-    had = _check_resume(out, plan)
+    done = _check_resume(out, plan)
+    had = len(done)
     backend = _backend(base_url, model_name)
-    written = _record_with_progress(tasks, backend, out, plan, f"recording {out.name}")
+    written = _record_with_progress(tasks, backend, out, plan, label=f"recording {out.name}", done=done)
     typer.echo(f"{os.fspath(out)}: {had + written} tasks ({written} recorded now, {had} already there)")
 
 
@@ -285,16 +288,15 @@ def sweep(
         for p in points
     ]
     out.mkdir(parents=True, exist_ok=True)
-    for point, plan in zip(points, plans, strict=True):
-        _check_resume(out / point.file_name, plan)
+    done = [_check_resume(out / point.file_name, plan) for point, plan in zip(points, plans, strict=True)]
     if html is not None:
         try:
             check_output(html, what="--html page", inputs=[(tasks_path, "task file")])
         except PathError as exc:
             _fail(str(exc))
     backend = _backend(base_url, model_name)
-    for point, plan in zip(points, plans, strict=True):
-        _record_with_progress(tasks, backend, out / point.file_name, plan, point.label)
+    for point, plan, ids in zip(points, plans, done, strict=True):
+        _record_with_progress(tasks, backend, out / point.file_name, plan, label=point.label, done=ids)
     rows = [point_figures(p, out / p.file_name) for p in points]
     if html is not None:
         html.write_text(render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}"), encoding="utf-8")

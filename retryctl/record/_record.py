@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -112,14 +112,17 @@ async def record_bank(
     out: str,
     plan: RecordPlan,
     *,
+    recorded: Collection[str] | None = None,
     on_done: Callable[[Task, dict[str, Any], float], None] | None = None,
 ) -> int:
     """Append a bank line to ``out`` for every task it does not hold yet; returns how many were added.
 
-    ``on_done(task, line, seconds)`` is called after each line is written. A task whose gold is
-    missing is recorded with an empty gold: such a bank cannot be graded, only replayed.
+    ``recorded`` is the ids ``out`` holds when the caller has read them already (else they are read
+    here). ``on_done(task, line, seconds)`` is called after each line is written. A task whose gold
+    is missing is recorded with an empty gold: such a bank cannot be graded, only replayed.
     """
-    todo = [t for t in tasks if t.id not in recorded_ids(out)]
+    held = recorded_ids(out) if recorded is None else recorded
+    todo = [t for t in tasks if t.id not in held]
     messages_of = _messages(plan.system)
     bank = ResultsFile(out, kind=BANK_LINES)
     gate = asyncio.Semaphore(plan.concurrency)
