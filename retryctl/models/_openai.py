@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import json
 import math
 import os
 import random
@@ -40,7 +42,7 @@ from retryctl.models._openai_modes import (
     sent_names,
     usable_or_raise,
 )
-from retryctl.models._openai_stream import StreamReader
+from retryctl.models._openai_stream import UNREPORTED_PROMPT, StreamReader
 from retryctl.models._openai_wire import parse_completion, translate_error
 from retryctl.models._retry import RetrySettings, Sleep, call_with_retries
 from retryctl.models._types import Candidate, SamplingParams
@@ -53,6 +55,8 @@ NMode = Literal["auto", "native", "parallel"]
 _log = get_logger("retryctl.models")
 _SEED_SPACE = 2**31
 _REQUESTS_PER_CLIENT = 8
+_PROMPTS_KEPT = 256
+"""Prompts whose token count the backend remembers, for samples whose stream was cut before its usage."""
 """Requests in flight on one HTTP client before the next takes more (see :class:`_Clients`)."""
 
 
@@ -147,6 +151,9 @@ class OpenAIBackend(BackendBase):
         registry = capabilities or CapabilityRegistry.shared()
         self.capabilities: ServerCapabilities = registry.server(self._server_url(), model)
         """What this server was found to refuse, shared with every backend of the same server."""
+        # Prompt tokens the server reported per prompt sent: a stream cut short never reaches its usage
+        # chunk, and its prompt was billed all the same (the budget's input tokens and cost must see it).
+        self._prompt_tokens: dict[str, int] = {}
         self.honours_n: bool | None = {"auto": None, "native": True, "parallel": False}[n_mode]
         """Whether the server returns n choices for ``n``; learnt on the first k > 1 call in auto mode."""
         if n_mode == "auto" and "n" in self.capabilities.refused:
@@ -292,9 +299,35 @@ class OpenAIBackend(BackendBase):
                 if not self._learn(exc, payload, plan):
                     raise
                 continue
+            got = self._prompt_usage(got, payload["messages"])
             dropped = _dropped_note(params, n, plan)
             reads = [plan.read(c, params, i) for i, c in enumerate(got)]
             return [(_with_note(c, dropped) if dropped else c, p) for c, p in reads]
+
+    def _prompt_usage(self, got: list[Candidate], messages: list[Message]) -> list[Candidate]:
+        """Remember the prompt tokens a response reports; give them to a cut stream that reports none."""
+        key = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+        reported = next((c.usage.input_tokens for c in got if c.usage.input_tokens > 0), None)
+        if reported is not None:
+            self._prompt_tokens.pop(key, None)
+            self._prompt_tokens[key] = reported
+            while len(self._prompt_tokens) > _PROMPTS_KEPT:
+                del self._prompt_tokens[next(iter(self._prompt_tokens))]  # the oldest (dicts keep order)
+            return got
+        known = self._prompt_tokens.get(key)
+        if known is None:
+            return got
+        note = "prompt tokens as the server reported them for this prompt before (the stream reported none)"
+        return [
+            replace(
+                c,
+                usage=replace(c.usage, input_tokens=known),
+                notes=tuple(note if n == UNREPORTED_PROMPT else n for n in c.notes),
+            )
+            if UNREPORTED_PROMPT in c.notes
+            else c
+            for c in got
+        ]
 
     def _learn(self, exc: UnsupportedParameter, payload: dict[str, Any], plan: Plan) -> bool:
         """Remember what the server refused; ``False`` when the request cannot go on without it."""

@@ -19,7 +19,10 @@ from retryctl.models._errors import MalformedResponse, TransientBackendError
 from retryctl.models._openai_wire import Logprobs, WireModel, WireUsage, token_logprobs
 from retryctl.models._types import CUT_WINDOW, Candidate, TokenLogprob, Usage
 
-__all__ = ["StreamReader"]
+__all__ = ["UNREPORTED_PROMPT", "StreamReader"]
+
+UNREPORTED_PROMPT = "the stream reported no usage: output tokens counted as read, prompt tokens unknown"
+"""The note of a streamed sample whose usage the server never sent (a cut stream never gets to it)."""
 
 
 class _Delta(WireModel):
@@ -97,7 +100,7 @@ class StreamReader:
             # A stream cut before its usage chunk (or from a server that sends none) reports no
             # usage: the output is the tokens read, the prompt unknown.
             usage = Usage(0, len(self.logprobs) or len(self.text))
-            notes = ("the stream reported no usage: output tokens counted as read, prompt tokens unknown",)
+            notes = (UNREPORTED_PROMPT,)
         return Candidate(
             text="".join(self.text),
             model=model,

@@ -113,6 +113,20 @@ class TestStreamCutOnAScriptedServer:
         assert req["stream"] is True and req["logprobs"] is True and "n" not in req
         assert req["stream_options"] == {"include_usage": True}
 
+    def test_a_cut_stream_is_billed_the_prompt_tokens_the_server_reported_for_its_prompt(self, fault_server):
+        fault_server.script.extend([posted("7", [SURE] * 20), stream(sse([SURE] * 20 + [UNSURE] * 20))])
+        fault_server.script.append(stream(sse([SURE] * 20 + [UNSURE] * 20)))
+        backend = make(fault_server)
+        asyncio.run(backend.sample(Q, SamplingParams(seed=1)))  # reports 9 prompt tokens
+        [cut] = asyncio.run(backend.sample(Q, SamplingParams(seed=2, cut_below=0.5)))
+        assert cut.finish_reason == "cut" and cut.usage.input_tokens == 9
+        assert any("reported them for this prompt before" in note for note in cut.notes)
+        assert not any("prompt tokens unknown" in note for note in cut.notes)
+        # Another prompt was never reported: its tokens stay unknown, and say so.
+        other = [{"role": "user", "content": "And 6*8?"}]
+        [unknown] = asyncio.run(backend.sample(other, SamplingParams(seed=3, cut_below=0.5)))
+        assert unknown.usage.input_tokens == 0 and any("prompt tokens unknown" in n for n in unknown.notes)
+
     def test_a_sure_sample_streams_whole(self, fault_server):
         fault_server.script.append(stream(sse([SURE] * 30)))
         [cand] = asyncio.run(make(fault_server).sample(Q, SamplingParams(cut_below=0.5)))
