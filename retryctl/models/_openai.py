@@ -55,9 +55,9 @@ NMode = Literal["auto", "native", "parallel"]
 _log = get_logger("retryctl.models")
 _SEED_SPACE = 2**31
 _REQUESTS_PER_CLIENT = 8
+"""Requests in flight on one HTTP client before the next takes more (see :class:`_Clients`)."""
 _PROMPTS_KEPT = 256
 """Prompts whose token count the backend remembers, for samples whose stream was cut before its usage."""
-"""Requests in flight on one HTTP client before the next takes more (see :class:`_Clients`)."""
 
 
 class _Clients:
@@ -299,7 +299,8 @@ class OpenAIBackend(BackendBase):
                 if not self._learn(exc, payload, plan):
                     raise
                 continue
-            got = self._prompt_usage(got, payload["messages"])
+            if params.logprobs:  # only a sample with logprobs can be cut short
+                got = self._prompt_usage(got, payload["messages"])
             dropped = _dropped_note(params, n, plan)
             reads = [plan.read(c, params, i) for i, c in enumerate(got)]
             return [(_with_note(c, dropped) if dropped else c, p) for c, p in reads]
