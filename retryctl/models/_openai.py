@@ -231,6 +231,9 @@ class OpenAIBackend(BackendBase):
             body = raw.text
         except openai.OpenAIError as exc:
             raise translate_error(exc, backend=self.name, sent=sent_names(payload)) from exc
+        return self._parsed(body, started=started, seed=seed, status_code=raw.response.status_code)
+
+    def _parsed(self, body: str, *, started: float, seed: int, status_code: int) -> list[Candidate]:
         latency_ms = (time.perf_counter() - started) * 1000.0
         return parse_completion(
             body,
@@ -238,7 +241,7 @@ class OpenAIBackend(BackendBase):
             model=self.model,
             latency_ms=latency_ms,
             seed=seed,
-            status_code=raw.response.status_code,
+            status_code=status_code,
         )
 
     async def _streamed(self, payload: dict[str, Any], seed: int, bound: float | None) -> list[Candidate]:
@@ -259,14 +262,8 @@ class OpenAIBackend(BackendBase):
                     if not response.headers.get("content-type", "").startswith("text/event-stream"):
                         # A server that ignores ``stream`` answers with the whole completion.
                         body = (await response.aread()).decode("utf-8", errors="replace")
-                        latency_ms = (time.perf_counter() - started) * 1000.0
-                        return parse_completion(
-                            body,
-                            backend=self.name,
-                            model=self.model,
-                            latency_ms=latency_ms,
-                            seed=seed,
-                            status_code=response.status_code,
+                        return self._parsed(
+                            body, started=started, seed=seed, status_code=response.status_code
                         )
                     async for event in stream:
                         if reader.add(event):

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 
 from retryctl._cut import CutWatch
 from retryctl.models._errors import MalformedResponse, TransientBackendError
-from retryctl.models._openai_wire import Logprobs, WireModel, WireUsage, token_logprobs
+from retryctl.models._openai_wire import Logprobs, WireModel, WireUsage, first_error, token_logprobs
 from retryctl.models._types import CUT_WINDOW, Candidate, TokenLogprob, Usage
 
 __all__ = ["UNREPORTED_PROMPT", "StreamReader"]
@@ -61,10 +61,10 @@ class StreamReader:
         try:
             chunk = _Chunk.model_validate(event)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "chunk"
             raise MalformedResponse(
-                f"not a chat-completion chunk: {where}: {first['msg']}", backend=self.backend, body=str(event)
+                f"not a chat-completion chunk: {first_error(exc, 'chunk')}",
+                backend=self.backend,
+                body=str(event),
             ) from exc
         self.chunks += 1
         if chunk.usage is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "Logprobs",
     "WireModel",
     "WireUsage",
+    "first_error",
     "parse_completion",
     "parse_retry_after",
     "split_usage",
@@ -189,6 +190,13 @@ def split_usage(total: Usage, weights: Sequence[int]) -> list[Usage]:
     ]
 
 
+def first_error(exc: ValidationError, whole: str) -> str:
+    """``where: what`` of a validation error's first problem (``whole`` when it is the whole value)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or whole
+    return f"{where}: {first['msg']}"
+
+
 def token_logprobs(logprobs: Logprobs | None) -> tuple[TokenLogprob, ...] | None:
     """A choice's (or a stream chunk's) logprobs as candidates carry them; ``None`` when absent."""
     if logprobs is None or logprobs.content is None:
@@ -240,10 +248,8 @@ def parse_completion(
     try:
         completion = _Completion.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
         raise MalformedResponse(
-            f"not a chat completion: {where}: {first['msg']}",
+            f"not a chat completion: {first_error(exc, 'body')}",
             backend=backend,
             body=body,
             status_code=status_code,
