@@ -223,7 +223,8 @@ class TestTheSamplingLoopCutsThroughTheStream:
         out = asyncio.run(run_async(loop, make(fault_server, n_mode="parallel"), Q))
         streamed = ["stream" in r for r in fault_server.requests]
         assert streamed[:3] == [False, False, False] and all(streamed[3:]) and len(streamed) > 4
-        assert [c["answer"] for c in out.candidates[:3]] == ["7", "8", "9"]
+        # The second draw's two requests go at once: which of them gets "8" and which "9" is a race.
+        assert sorted(c["answer"] for c in out.candidates[:3]) == ["7", "8", "9"]
         cut = [c for c in out.candidates if c.get("cut")]
         assert len(cut) == 1 and cut[0]["answer"] is None
         # The text and tokens read up to the cut: 8 sure, then the 8 that brought the window down.
@@ -250,7 +251,7 @@ class TestStreamCutOnLlamaServer:
             math.exp(math.fsum(lps[i : i + CUT_WINDOW]) / CUT_WINDOW)
             for i in range(len(lps) - CUT_WINDOW + 1)
         )
-        bound = windows[len(windows) // 2]  # a typical window of this kind of sample: cut partway
+        bound = windows[3 * len(windows) // 4]  # above most windows of this kind of sample: it is cut
         params = SamplingParams(temperature=0.8, max_tokens=96, seed=4, cut_below=bound)
         [cut] = asyncio.run(backend.sample(STORY, params))
         assert cut.finish_reason == "cut"
