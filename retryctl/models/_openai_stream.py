@@ -3,9 +3,9 @@
 Samples cut short (``SamplingParams.cut_below``) need each token's logprob while the server is still
 generating: :class:`StreamReader` takes the stream's chunks one at a time, feeds their logprobs to the
 same :class:`~retryctl._cut.CutWatch` the embedded decoder uses, and says when to close the stream.
-Closing the HTTP response is what stops a server generating (llama.cpp's, vLLM's and SGLang's all
-abort a request whose client went away). The chunks are validated here, leniently, like whole bodies
-in :mod:`retryctl.models._openai_wire`.
+Closing the HTTP response is what stops a server generating: llama.cpp's Python server checks for a
+client gone away between chunks and ends the request (vLLM aborts such a request too). The chunks are
+validated here, leniently, like whole bodies in :mod:`retryctl.models._openai_wire`.
 """
 
 from __future__ import annotations
