@@ -28,8 +28,6 @@ import json
 import random
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,12 +38,12 @@ from _cli import retryctl  # bench/ is the script's directory
 from retryctl.controller.stopping import (
     ConfidenceWeighted,
     StopDecision,
+    StopRule,
     Tally,
     beta_sf_half,
-    parse_stopping_rule,
 )
 from retryctl.evals import word_problems
-from retryctl.replay import NO_ANSWER, CodedBank, code_bank, make_orders, replay, write_synthetic_bank
+from retryctl.replay import CodedBank, code_bank, make_orders, replay, run_policies, write_synthetic_bank
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = "You solve arithmetic word problems. Reply with one line: The answer is N."
@@ -146,18 +144,10 @@ class Futility(ConfidenceWeighted):
         decision = super().__call__(tally)
         if decision.stop or tally.n < self.after:
             return decision
-        lead = decision.details.get("leader_weight")
-        if lead is None:
-            lead = max(Counter(a for a in tally.answers if a is not None).values(), default=0)
+        lead = decision.details.get("leader_weight", tally.leader_votes)  # plain votes without logprobs
         if beta_sf_half(lead + 0.5, tally.n - lead + 0.5) < self.futility:
             return replace(decision, stop=True)
         return decision
-
-
-def _majority(codes: Sequence[int]) -> int:
-    counts = Counter(c for c in codes if c != NO_ANSWER)
-    best = max(counts.values(), default=0)
-    return next((c for c in codes if c != NO_ANSWER and counts[c] == best), NO_ANSWER)
 
 
 def _oracle(bank: CodedBank, orders: list[list[list[int]]], cap: int) -> tuple[float, float | None]:
@@ -165,9 +155,10 @@ def _oracle(bank: CodedBank, orders: list[list[list[int]]], cap: int) -> tuple[f
     samples = tokens = pairs = 0
     for order in orders:
         for question, perm in zip(bank.questions, order, strict=True):
-            codes = [question.answers[i] for i in perm[: min(cap, question.n)]]
-            final = _majority(codes)
-            stop = next(n for n in range(1, len(codes) + 1) if _majority(codes[:n]) == final)
+            # The controller's own vote count (first seen wins a tie), as the replay's leader is.
+            answers = [question.key(question.answers[i]) for i in perm[: min(cap, question.n)]]
+            final = Tally.of(answers).leader
+            stop = next(n for n in range(1, len(answers) + 1) if Tally.of(answers[:n]).leader == final)
             samples += stop
             tokens += sum(question.tokens[i] or 0 for i in perm[:stop]) if question.tokens else 0
             pairs += 1
@@ -177,14 +168,14 @@ def _oracle(bank: CodedBank, orders: list[list[list[int]]], cap: int) -> tuple[f
 def _probe(name: str, path: Path, cap: int, orders: int) -> None:
     bank = code_bank(path)
     replay_orders = make_orders(bank, orders=orders, seed=0)  # retryctl bench's orders
-    rules: dict[str, Any] = {
-        p: parse_stopping_rule(p).build() for p in ("predictive", "default", f"sc-{cap}")
-    }
-    rules["agree-at-2"] = AgreeAtTwo()
-    rules.update({f"futility-{f:g}": Futility(futility=f) for f in (0.1, 0.2, 0.3)})
-    results = {
+    policies = run_policies(
+        bank, ["predictive", "default", f"sc-{cap}"], orders=replay_orders, max_samples=cap
+    )
+    probes: dict[str, StopRule] = {"agree-at-2": AgreeAtTwo()}
+    probes.update({f"futility-{f:g}": Futility(futility=f) for f in (0.1, 0.2, 0.3)})
+    results = {r.policy: r for r in policies} | {
         label: replay(bank, rule, orders=replay_orders, max_samples=cap, policy=label)
-        for label, rule in rules.items()
+        for label, rule in probes.items()
     }
     sc, predictive = results[f"sc-{cap}"], results["predictive"]
     base_tokens = predictive.avg_tokens()
