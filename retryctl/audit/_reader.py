@@ -83,6 +83,13 @@ class VerifyReport:
     error: LogIntegrityError | None = None
     """The first problem, naming its line and record; ``None`` when ok."""
 
+    def __str__(self) -> str:
+        if self.error is not None:
+            return f"BROKEN: {self.error}"
+        runs = "1 run" if self.runs == 1 else f"{self.runs} runs"
+        records = "1 record" if self.records == 1 else f"{self.records} records"
+        return f"{self.path}: ok, {records} in {runs}"
+
     def raise_for_error(self) -> None:
         """Raise :attr:`error` if there is one."""
         if self.error is not None:

@@ -115,6 +115,15 @@ class TestVerifyLog:
         assert report.records == N_BASE and report.runs == 3 and report.head == head
         report.raise_for_error()
 
+    def test_printed_report_says_what_was_verified(self, base):
+        lines, _ = base
+        report = _verify_lines(lines)
+        assert str(report) == f"{report.path}: ok, {N_BASE} records in 3 runs"
+        one = _verify_lines(lines[:1])
+        assert str(one) == f"{one.path}: ok, 1 record in 1 run"
+        broken = _verify_lines([lines[1], *lines[2:]])
+        assert str(broken) == f"BROKEN: {broken.error}" and "record 0" in str(broken)
+
     def test_empty_log_is_intact(self):
         report = _verify_lines([])
         assert report.ok and report.records == 0 and report.runs == 0 and report.head == GENESIS
