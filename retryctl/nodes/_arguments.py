@@ -171,8 +171,11 @@ def waits(sleep: Sleep | None, asleep: ASleep | None) -> tuple[Sleep, ASleep]:
     (``asyncio.to_thread``) so the event loop goes on meanwhile. Refusing it instead would make every
     caller with a blocking wait (a test's recorder, a simulated clock) write its async twin by hand,
     and a ``sleep`` silently replaced by ``asyncio.sleep`` waits for real where the caller meant not to.
+    The executor has few workers: give ``asleep`` too where many calls wait at once for real.
     """
-    if sleep is None:
+    if sleep is None or sleep is time.sleep:
+        # time.sleep's awaitable twin is asyncio.sleep: no thread, where a batch's many waiting tasks
+        # would queue for the executor's few workers.
         return time.sleep, asleep if asleep is not None else asyncio.sleep
     if asleep is None:
         given = sleep

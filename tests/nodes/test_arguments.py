@@ -7,6 +7,8 @@ all) instead of naming itself at construction.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from retryctl.controller import Budget, Ledger, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import LangChainBackend, SamplingParams, openai_style_kwargs
 from retryctl.nodes import ControlledStep, ControlledToolNode
+from retryctl.nodes._arguments import waits
 from retryctl.testing import ScriptedBackend, acapture_verdicts
 from tests.nodes._support import Runner, Sleeps, StreamingToolNode, user
 from tests.nodes.test_tool_node import Calls, calling, graph_of, tool_messages
@@ -192,3 +195,20 @@ class TestStepArguments:
         out = asyncio.run(acapture_verdicts(built.compile(), user("q")))
         assert out.actions == ["retry", "accept"]
         assert len(sleeps.waits) == 1 and sleeps.waits[0] > 0
+
+
+class TestWaits:
+    def test_time_sleep_given_alone_waits_with_asyncio_sleep(self) -> None:
+        # No worker thread per wait: a batch's many waiting tasks would queue for the executor.
+        assert waits(time.sleep, None) == (time.sleep, asyncio.sleep)
+        assert waits(None, None) == (time.sleep, asyncio.sleep)
+
+    def test_a_sleep_given_alone_runs_in_a_worker_thread(self) -> None:
+        threads: list[int] = []
+        _, asleep = waits(lambda seconds: threads.append(threading.get_ident()), None)
+
+        async def wait() -> None:
+            await asleep(0.5)
+
+        asyncio.run(wait())
+        assert threads and threads[0] != threading.get_ident()
