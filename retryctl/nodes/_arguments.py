@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -59,8 +59,9 @@ def instance_of(*kinds: type, hint: str = "") -> PlainValidator:
     def check(value: object) -> object:
         if value is None or isinstance(value, kinds):
             return value
-        extra = f" (e.g. {kinds[0].__name__}(**the_dict))" if isinstance(value, dict) else hint
-        raise ValueError(f"must be a {want}{extra}, not {type(value).__name__}")
+        if isinstance(value, dict):
+            raise ValueError(f"must be a {want} (e.g. {kinds[0].__name__}(**the_dict)), not dict")
+        raise ValueError(f"must be a {want}, not {type(value).__name__}{hint}")
 
     return PlainValidator(check)
 
@@ -192,7 +193,7 @@ def model_backends(models: object) -> list[ModelBackend]:
     :class:`~retryctl.models.LangChainBackend` (its own temperature and ``max_tokens`` apply); anything
     else that is not a backend is a ``ConfigError`` naming ``models[i]``."""
     # A str is iterable too: take it whole, so the error names "gpt", not its first letter.
-    single = isinstance(models, ModelBackend | BaseChatModel | str) or not isinstance(models, Sequence)
+    single = isinstance(models, ModelBackend | BaseChatModel | str) or not isinstance(models, Iterable)
     group = [models] if single else list(models)  # type: ignore[call-overload]
     if not group:
         raise ConfigError(field="models", value=models, problem="needs at least one model backend")
