@@ -1,53 +1,30 @@
 """Checking what ``RetryController`` is given: each bad argument is one ``ConfigError`` naming its field
 (``groups['arithmetic'][1]``, ``fallback_models[0]``...), raised where the agent is built, not at the
-first call inside a run."""
+first call inside a run. The arguments every driver shares are checked by ``retryctl.nodes._arguments``."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from pydantic import ConfigDict
 
-from retryctl.audit import DecisionLog
+from retryctl.controller import Policy
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._estimate import model_key
+from retryctl.nodes._arguments import DriverArguments, instance_of
 
-__all__ = ["check_fallbacks", "check_groups", "check_type", "group_tools", "open_log"]
-
-
-def check_type(field: str, value: object, kind: type) -> None:
-    if value is not None and not isinstance(value, kind):
-        want = kind.__name__
-        raise ConfigError(field=field, value=value, problem=f"must be a {want}, not {type(value).__name__}")
+__all__ = ["MiddlewareArguments", "check_fallbacks", "group_tools"]
 
 
-def open_log(log: DecisionLog | str | os.PathLike[str] | None) -> DecisionLog | None:
-    if log is None or isinstance(log, DecisionLog):
-        return log
-    if isinstance(log, str | os.PathLike):
-        return DecisionLog(log)
-    raise ConfigError(field="log", value=log, problem="must be a DecisionLog or a path to one")
+class MiddlewareArguments(DriverArguments):
+    """The shared arguments (:class:`~retryctl.nodes._arguments.DriverArguments`) and the middleware's own."""
 
+    model_config = ConfigDict(protected_namespaces=())
 
-def check_groups(groups: Mapping[str, Sequence[BaseTool | str]] | None) -> dict[str, list[BaseTool | str]]:
-    if groups is None:
-        return {}
-    if not isinstance(groups, Mapping):
-        raise ConfigError(field="groups", value=groups, problem="must map a group name to its tools")
-    checked: dict[str, list[BaseTool | str]] = {}
-    for name, members in groups.items():
-        if isinstance(members, str | BaseTool) or not isinstance(members, Sequence) or not members:
-            raise ConfigError(
-                field=f"groups[{name!r}]", value=members, problem="must be a non-empty list of tools"
-            )
-        for i, member in enumerate(members):
-            if not isinstance(member, BaseTool | str) or member == "":
-                problem = "must be a tool or a tool's name (wrap a function with @tool)"
-                raise ConfigError(field=f"groups[{name!r}][{i}]", value=member, problem=problem)
-        checked[name] = list(members)
-    return checked
+    model_policy: Annotated[Policy | None, instance_of(Policy)] = None
 
 
 def group_tools(groups: Mapping[str, Sequence[BaseTool | str]]) -> list[BaseTool]:

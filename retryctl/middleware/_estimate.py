@@ -3,8 +3,9 @@
 A ledger charges a call at most what it reserved (so no total passes a limit), so a reservation must
 be an upper bound. The prompt's is :func:`~retryctl.models._prompt_bound.prompt_tokens_bound`, plus its
 tools' schemas at two characters a token (JSON is mostly words and punctuation). The answer is bounded
-by the model's ``max_tokens`` when it has one, else by what the budget has left. A limit that is off
-reserves :data:`UNBOUNDED`, so the actual use is always charged in full.
+by the model's own output limit when it has one (``max_tokens``, ``max_output_tokens``, ``num_predict``:
+:func:`~retryctl.models._output_limit.output_token_limit`), else by what the budget has left. A limit
+that is off reserves :data:`UNBOUNDED`, so the actual use is always charged in full.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from retryctl.controller import Budget, PriceTable, Usage
+from retryctl.models._output_limit import output_token_limit
 from retryctl.models._prompt_bound import prompt_tokens_bound
 
 __all__ = ["UNBOUNDED", "actual_usage", "estimate_usage", "model_key"]
@@ -64,8 +66,8 @@ def estimate_usage(
         input_tokens = _input_bound(messages, tools)
     if remaining.output_tokens is None:
         output_tokens = UNBOUNDED
-    elif isinstance(max_tokens := getattr(model, "max_tokens", None), int) and max_tokens > 0:
-        output_tokens = max_tokens
+    elif (limit := output_token_limit(model)) is not None:
+        output_tokens = limit
     else:
         output_tokens = max(1, int(remaining.output_tokens))  # unknown: it may take what is left
     usd = 0.0

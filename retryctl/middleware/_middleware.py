@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -27,11 +25,12 @@ from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, Equivalen
 from retryctl.controller._clock import monotonic
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import read_record
-from retryctl.middleware._config import check_fallbacks, check_groups, check_type, group_tools, open_log
+from retryctl.middleware._config import MiddlewareArguments, check_fallbacks, group_tools
 from retryctl.middleware._drive import adrive, drive
 from retryctl.middleware._models import ModelCalls
 from retryctl.middleware._runs import RUN_KEY, RetryControlState, Run, RunBook
 from retryctl.middleware._tools import ToolCalls
+from retryctl.nodes._arguments import check_arguments, waits
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
@@ -127,8 +126,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         timeout_s: float | None = None,
         stream_events: bool = False,
         clock: Clock = monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], None] | None = None,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         """Every argument is optional and keyword-only.
 
@@ -142,7 +141,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
           ``sample_final``.
         - ``budget``: the limits of each agent run (:class:`~retryctl.controller.Budget`: attempts,
           samples, tokens, USD, wall time), one ledger shared by its model and tool calls.
-        - ``log``: a :class:`~retryctl.audit.DecisionLog`, or a path to open one at; every verdict is
+        - ``log``: a :class:`~retryctl.audit.DecisionLog`, or a path to open one at (in a directory
+          that exists: a missing one is a ``ConfigError`` naming it); every verdict is
           a record (``retryctl audit`` verifies the file). ``stream_events``: also write each verdict
           to LangGraph's custom stream (``stream_mode="custom"``).
         - ``breaker``: one :class:`~retryctl.controller.Breaker`, keyed by tool name and model name.
@@ -162,24 +162,39 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
           always messages.
         - ``interactive``: ``False`` when nobody can answer (CI, a batch): ``ask_user`` then ends the
           call as a stop instead of interrupting.
-        - ``backoff``, ``clock``, ``sleep``, ``asleep``: waits and time, injectable so tests never wait.
+        - ``backoff``, ``clock``, ``sleep``, ``asleep``: waits and time, injectable so tests never wait
+          (a ``sleep`` given alone also serves the async hooks, in a worker thread).
+
+        The arguments ``ControlledToolNode`` and ``ControlledStep`` take too have the same names and
+        meaning there, and are checked the same way (``retryctl.nodes._arguments``): a wrong one is a
+        :class:`~retryctl.exceptions.ConfigError` naming it, raised here.
         """
         super().__init__()
-        check_type("policy", policy, Policy)
-        check_type("model_policy", model_policy, Policy)
-        check_type("budget", budget, Budget)
-        check_type("breaker", breaker, Breaker)
-        check_type("prices", prices, PriceTable)
         if on_failure not in ("continue", "error"):
             raise ConfigError(field="on_failure", value=on_failure, problem="must be 'continue' or 'error'")
-        self.log = open_log(log)
+        args = check_arguments(
+            MiddlewareArguments,
+            groups=groups,
+            policy=policy,
+            model_policy=model_policy,
+            budget=budget,
+            breaker=breaker,
+            prices=prices,
+            journal=journal,
+            backoff=backoff,
+            timeout_s=timeout_s,
+            clock=clock,
+            sleep=sleep,
+            asleep=asleep,
+            log=log,
+        )
+        self.log = args.log
         self.emitter = Emitter(self.log, stream=stream_events)
-        self.groups = check_groups(groups)
+        self.groups: dict[str, list[BaseTool | str]] = dict(args.groups or {})
         self.tools = group_tools(self.groups)
         journal = journal if journal is not None else MemoryToolJournal()
         self.runs = RunBook(budget or Budget(), clock=clock, journal=journal)
-        self.sleep = sleep
-        self.asleep = asleep
+        self.sleep, self.asleep = waits(sleep, asleep)
         self.backoff = backoff or WaitRetryAfter()
         self._tool_settings: dict[str, Any] = {
             "validators": validators,
@@ -189,8 +204,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             "emitter": self.emitter,
             "journal": journal,
             "backoff": self.backoff,
-            "sleep": sleep,
-            "asleep": asleep,
+            "sleep": self.sleep,
+            "asleep": self.asleep,
             "clock": clock,
             "timeout_s": timeout_s,
             # An error that ends a call becomes ToolNode's error message, or is raised.

@@ -171,6 +171,11 @@ class BackendBase(ABC):
         """Blocking twin of :meth:`sample`."""
         return self._runner.run(self.sample(messages, params, k=k))
 
+    def output_limit(self, params: SamplingParams) -> int:
+        """The most output tokens one candidate can have under ``params`` (what a draw reserves):
+        ``params.max_tokens``, which the built-in backends send with every call."""
+        return params.max_tokens
+
     @classmethod
     def _async_core(cls) -> bool:
         """Whether the core is :meth:`sample` (the sync twin is the inherited one), so a call can be cut."""

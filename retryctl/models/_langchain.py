@@ -27,6 +27,7 @@ from retryctl.models._errors import (
 )
 from retryctl.models._messages import MessagesLike, normalise_messages
 from retryctl.models._openai_wire import translate_error
+from retryctl.models._output_limit import output_token_limit
 from retryctl.models._types import Candidate, SamplingParams, TokenLogprob, ToolCall, Usage
 
 __all__ = ["LangChainBackend", "ParamsToKwargs", "openai_style_kwargs", "stop_only_kwargs"]
@@ -133,6 +134,15 @@ class LangChainBackend(BackendBase):
     @property
     def name(self) -> str:
         return f"langchain:{self._name}"
+
+    def output_limit(self, params: SamplingParams) -> int:
+        """The most output tokens one candidate can have under ``params``: the ``max_tokens`` the call
+        passes (``to_kwargs``), else the model's own limit (``max_tokens``, ``max_output_tokens``,
+        ``num_predict``...), else ``params.max_tokens``, a guess where the model sets none."""
+        sent = self.to_kwargs(params, None).get("max_tokens")
+        if isinstance(sent, int) and not isinstance(sent, bool) and sent > 0:
+            return sent
+        return output_token_limit(self.model) or params.max_tokens
 
     def _runnable(self, params: SamplingParams) -> Any:
         if not params.tools:

@@ -28,7 +28,7 @@ nothing of batches.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
@@ -61,6 +61,9 @@ from retryctl.nodes._state import CandidateRecord
 
 __all__ = ["DrawRequest", "SampleOutcome", "SamplingSchedule", "run_async", "run_sync", "sampling"]
 
+OutputLimit = Callable[[SamplingParams], int]
+"""The most output tokens one candidate can have under these parameters (a backend's ``output_limit``)."""
+
 _SEED_STRIDE = 1000  # seeds of successive attempts never overlap while an attempt draws < 1000 samples
 
 
@@ -84,7 +87,9 @@ class SamplingSchedule:
     seed: int | None = None
     """Base seed; ``None`` leaves seeding to the backend."""
     max_tokens: int = 512
-    """Most tokens per candidate (also the output-token reservation per sample)."""
+    """Most tokens per candidate, sent with each call; also the output tokens a sample reserves, but for
+    a backend that says its model answers under another limit (``output_limit``: a LangChain chat
+    model's own ``max_tokens``, which a ``LangChainBackend`` that sends only ``stop`` keeps)."""
     batch: int = 1
     """Samples per extra draw once ``min_samples`` are in."""
 
@@ -189,11 +194,16 @@ class SampleOutcome:
 
 
 def _estimate(
-    messages: Sequence[Message], req: DrawRequest, model: str, prices: PriceTable | None
+    messages: Sequence[Message],
+    req: DrawRequest,
+    model: str,
+    prices: PriceTable | None,
+    output_limit: OutputLimit | None = None,
 ) -> BudgetUsage:
     # A reservation must be an upper bound: the ledger charges at most what was reserved.
     input_tokens = prompt_tokens_bound([str(m.get("content") or "") for m in messages]) * req.k
-    output_tokens = req.params.max_tokens * req.k
+    per_sample = output_limit(req.params) if output_limit is not None else req.params.max_tokens
+    output_tokens = per_sample * req.k
     usd = prices.cost(model, input_tokens=input_tokens, output_tokens=output_tokens) if prices else 0.0
     return BudgetUsage(
         attempts=1, samples=req.k, input_tokens=input_tokens, output_tokens=output_tokens, usd=usd
@@ -285,12 +295,15 @@ def sampling(
     schedule: SamplingSchedule,
     ledgers: Sequence[Ledger | StepLedger],
     prices: PriceTable | None = None,
+    output_limit: OutputLimit | None = None,
 ) -> Generator[DrawRequest, list[Candidate], SampleOutcome]:
     """The sampling loop of one attempt; drive it with :func:`run_sync` or :func:`run_async`.
 
     Each draw is reserved on every ledger in ``ledgers`` (the step's, then the run's) before it is
-    yielded. A refused first draw ends the attempt as exhausted; a refused later draw ends sampling
-    early and the attempt is judged on the samples it has.
+    yielded, its output tokens at ``output_limit(params)`` a sample (the backend's ``output_limit``:
+    a chat model's own ``max_tokens``), or ``params.max_tokens`` without one. A refused first draw
+    ends the attempt as exhausted; a refused later draw ends sampling early and the attempt is judged
+    on the samples it has.
     """
     out = SampleOutcome()
     votes = _Votes()
@@ -310,11 +323,11 @@ def sampling(
             rule, schedule.params(attempt=attempt, drawn=votes.drawn, disagreed=bool(answers))
         )
         req = DrawRequest(k, params, on_retry=charge)
-        held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
+        held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices, output_limit))
         if isinstance(held, Exhaustion) and k > plain:
             # The budget may not hold the whole batch: then as many as drawing one by one would get.
             req = DrawRequest(plain, params, on_retry=charge)
-            held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices))
+            held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices, output_limit))
         if isinstance(held, Exhaustion):
             if not answers:
                 out.exhausted = held

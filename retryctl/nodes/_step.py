@@ -10,11 +10,12 @@ single node of a parent graph (``parent.add_node("solve", step.compile())``); th
 from __future__ import annotations
 
 import asyncio
-import time
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command
@@ -41,6 +42,7 @@ from retryctl.controller._clock import ShiftedClock, monotonic
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
+from retryctl.nodes._arguments import DriverArguments, check_arguments, model_backends, waits
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._observe import (
@@ -115,16 +117,21 @@ class ControlledStep(StepRoutes):
     """Builds the controlled step graph for one reasoning step.
 
     ``models`` is the equivalence group, tried in order (``switch`` moves to the next one whose breaker
-    is not open). ``budget`` limits the step; ``run_ledger`` (optional) is a run-wide ledger every draw
-    is also reserved on. ``validators`` check the best candidate's text; ``verifier`` scores it in
-    [0, 1]. ``sleep``/``asleep`` and ``clock`` are injectable so tests never wait. With
-    ``interactive=False`` (nobody can answer: a batch job, CI) an ``ask_user`` verdict ends the step with
-    status ``needs_user`` instead of pausing it with ``interrupt()``.
+    is not open): model backends, or LangChain chat models (each wrapped in a
+    :class:`~retryctl.models.LangChainBackend`, so its own temperature and ``max_tokens`` apply).
+    ``budget`` limits the step; ``run_ledger`` (optional) is a run-wide ledger every draw is also
+    reserved on. ``validators`` check the best candidate's text; ``verifier`` scores it in [0, 1].
+    ``log`` is a :class:`~retryctl.audit.DecisionLog` or the path of one. ``sleep``/``asleep`` and
+    ``clock`` are injectable so tests never wait (a ``sleep`` given alone also serves ``ainvoke``, in a
+    worker thread). With ``interactive=False`` (nobody can answer: a batch job, CI) an ``ask_user``
+    verdict ends the step with status ``needs_user`` instead of pausing it with ``interrupt()``.
+    Every argument is checked here (:mod:`retryctl.nodes._arguments`): a wrong one is a
+    :class:`~retryctl.exceptions.ConfigError` naming it.
     """
 
     def __init__(
         self,
-        models: ModelBackend | Sequence[ModelBackend],
+        models: ModelBackend | BaseChatModel | Sequence[ModelBackend | BaseChatModel],
         *,
         policy: Policy | None = None,
         schedule: SamplingSchedule | None = None,
@@ -134,33 +141,35 @@ class ControlledStep(StepRoutes):
         verifier: Verifier | None = None,
         validators: Sequence[Validator] = (),
         breaker: Breaker | None = None,
-        log: DecisionLog | None = None,
+        log: DecisionLog | str | os.PathLike[str] | None = None,
         prices: PriceTable | None = None,
         backoff: WaitRetryAfter | None = None,
         clock: Clock = monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], None] | None = None,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
         step_id: str = "step",
         interactive: bool = True,
     ) -> None:
-        # A str is iterable too: take it whole, so the error names "gpt", not its first letter.
-        group = [models] if isinstance(models, ModelBackend | str) else list(models)
-        if not group:
-            raise ConfigError(field="models", value=models, problem="needs at least one model backend")
         # Checked here, where the field can be named, not at the first draw deep inside a graph run.
-        for i, member in enumerate(group):
-            if not isinstance(member, ModelBackend):
-                raise ConfigError(field=f"models[{i}]", value=member, problem="not a model backend")
-        for name, value, kind in (("policy", policy, Policy), ("budget", budget, Budget)):
-            if value is not None and not isinstance(value, kind):
-                want = kind.__name__
-                problem = f"must be a {want} (e.g. {want}(**the_dict)), not {type(value).__name__}"
-                raise ConfigError(field=name, value=value, problem=problem)
+        group = model_backends(models)
         if not isinstance(step_id, str) or not step_id:
             raise ConfigError(field="step_id", value=step_id, problem="must be a non-empty string")
         names = [m.name for m in group]
         if len(set(names)) != len(names):
             raise ConfigError(field="models", value=names, problem="model names must be unique")
+        args = check_arguments(
+            DriverArguments,
+            policy=policy,
+            budget=budget,
+            run_ledger=run_ledger,
+            breaker=breaker,
+            prices=prices,
+            backoff=backoff,
+            clock=clock,
+            sleep=sleep,
+            asleep=asleep,
+            log=log,
+        )
         self.models = {m.name: m for m in group}
         self.names = names
         self.policy = policy or Policy()
@@ -174,11 +183,10 @@ class ControlledStep(StepRoutes):
         self.prices = prices
         self.backoff = backoff or WaitRetryAfter()
         self.clock = clock
-        self.sleep = sleep
-        self.asleep = asleep
+        self.sleep, self.asleep = waits(sleep, asleep)
         self.step_id = step_id
         self.interactive = interactive
-        self.emitter = Emitter(log)
+        self.emitter = Emitter(args.log)
         self.engine = AttemptEngine(
             policy=self.policy,
             backoff=self.backoff.for_retry,
@@ -290,6 +298,7 @@ class ControlledStep(StepRoutes):
             schedule=self.schedule,
             ledgers=[att.ledger] if self.run_ledger is None else [att.ledger, self.run_ledger],
             prices=self.prices,
+            output_limit=getattr(att.backend, "output_limit", None),
         )
 
     def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:

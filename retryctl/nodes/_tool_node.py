@@ -22,8 +22,8 @@ the calls are written when it ends, in the node's thread (see ``_tool_defer``).
 
 from __future__ import annotations
 
-import asyncio
-import time
+import os
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,8 +35,10 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest, ToolCallWrapper
 
 from retryctl.audit import DecisionLog
-from retryctl.controller import Breaker, Clock, Ledger, Policy, StepLedger
+from retryctl.controller import Breaker, Budget, Clock, Ledger, Policy, StepLedger
 from retryctl.controller._clock import monotonic
+from retryctl.exceptions import ConfigError
+from retryctl.nodes._arguments import DriverArguments, check_arguments, open_log, waits
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._journal import ToolJournal
 from retryctl.nodes._tool_ask import AskRound
@@ -60,11 +62,18 @@ class ControlledToolNode(ToolNode):
     errors it can do something about (a transient fault is retried, a tool with a group is switched),
     so with ``handle_tool_errors=True`` a flaky tool is retried before any error message is written.
 
-    ``groups`` maps a group name to equivalent tools in the order to try them (``{"arithmetic":
-    [calculator, python]}``); their tools are added to the node. ``adapters``, ``validators``,
-    ``policy``, ``breaker``, ``ledger``, ``log``, ``journal``, ``backoff``, ``sleep``, ``asleep``,
-    ``clock``, ``timeout_s``, ``result_key`` and ``stream_events`` are those of
-    :class:`~retryctl.nodes.ControlledToolCalls` (read its constructor's docstring).
+    ``groups`` maps a group name to equivalent tools in the order to try them, each a tool or the name
+    of one of ``tools`` (``{"arithmetic": [calculator, "python"]}``); the tools given are added to the
+    node. ``budget`` (a :class:`~retryctl.controller.Budget`) limits every call the node makes, on one
+    ledger for the node's life; ``run_ledger`` is a :class:`~retryctl.controller.Ledger` shared with
+    other nodes (a ``ControlledStep``'s ``run_ledger``), charged too (with ``budget``, the node's calls
+    are a step of it named after the node). ``log`` is a :class:`~retryctl.audit.DecisionLog` or the
+    path of one. ``adapters``, ``validators``, ``policy``, ``breaker``, ``journal``, ``backoff``,
+    ``sleep``, ``asleep``, ``clock``, ``timeout_s``, ``result_key`` and ``stream_events`` are those of
+    :class:`~retryctl.nodes.ControlledToolCalls` (read its constructor's docstring); a ``sleep`` given
+    alone also serves ``ainvoke``, in a worker thread. ``ledger`` is the former name of
+    ``run_ledger`` (deprecated). Every argument is checked here: a wrong one is a
+    :class:`~retryctl.exceptions.ConfigError` naming it (``groups['g'][0]``, ``policy``, ``log``).
 
     The journal knows a call by its thread, task and tool-call id, so a resumed run must replay the
     same tool calls: the checkpoint of the step that wrote them must be stored before this node runs.
@@ -90,23 +99,50 @@ class ControlledToolNode(ToolNode):
         messages_key: str = "messages",
         wrap_tool_call: ToolCallWrapper | None = None,
         awrap_tool_call: AsyncToolCallWrapper | None = None,
-        groups: Mapping[str, Sequence[BaseTool]] | None = None,
+        groups: Mapping[str, Sequence[BaseTool | str]] | None = None,
         validators: Mapping[str, Sequence[ResultValidator]] | None = None,
         adapters: Mapping[str, ArgsAdapter] | None = None,
         policy: Policy | None = None,
         breaker: Breaker | None = None,
-        ledger: Ledger | StepLedger | None = None,
-        log: DecisionLog | None = None,
+        budget: Budget | None = None,
+        run_ledger: Ledger | StepLedger | None = None,
+        log: DecisionLog | str | os.PathLike[str] | None = None,
         journal: ToolJournal | None = None,
         backoff: WaitRetryAfter | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], None] | None = None,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
         clock: Clock = monotonic,
         timeout_s: float | None = None,
         result_key: str | None = None,
         stream_events: bool = False,
+        ledger: Ledger | StepLedger | None = None,
     ) -> None:
-        members = [t for group in (groups or {}).values() for t in group]
+        if ledger is not None:
+            warnings.warn(
+                "ControlledToolNode(ledger=...) is deprecated: pass run_ledger= (the name ControlledStep "
+                "uses), or budget=Budget(...) for limits alone",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if run_ledger is not None:
+                raise ConfigError(field="ledger", value=ledger, problem="give run_ledger alone")
+        args = check_arguments(
+            DriverArguments,
+            groups=groups,
+            policy=policy,
+            budget=budget,
+            # Checked under the name it was given by, so that the error names it.
+            **({"run_ledger": run_ledger} if ledger is None else {"ledger": ledger}),
+            breaker=breaker,
+            journal=journal,
+            backoff=backoff,
+            sleep=sleep,
+            asleep=asleep,
+            clock=clock,
+            timeout_s=timeout_s,
+        )
+        groups = args.groups or {}
+        members = [t for group in groups.values() for t in group if isinstance(t, BaseTool)]
         seen = {t.name for t in tools if isinstance(t, BaseTool)}
         extra = [t for t in members if t.name not in seen and not seen.add(t.name)]  # type: ignore[func-returns-value]
         self._outer = wrap_tool_call
@@ -128,22 +164,30 @@ class ControlledToolNode(ToolNode):
             if awrap_tool_call is not None or wrap_tool_call is None
             else None,
         )
+        for group, given in groups.items():
+            for i, member in enumerate(given):
+                if isinstance(member, str) and member not in self.tools_by_name:
+                    problem = "names none of the node's tools (give the tool itself to add it)"
+                    raise ConfigError(field=f"groups[{group!r}][{i}]", value=member, problem=problem)
+        shared = args.run_ledger if args.run_ledger is not None else args.ledger
+        charged = _node_ledger(name, args.budget, shared, clock)
         self.handle_tool_errors = handle_tool_errors
         self._errors = ErrorHandling(handle_tool_errors)
+        wait, await_ = waits(sleep, asleep)
         self.calls = ControlledToolCalls(
             self.tools_by_name,
-            groups={g: [t.name for t in ts] for g, ts in (groups or {}).items()},
+            groups={g: [m if isinstance(m, str) else m.name for m in ms] for g, ms in groups.items()},
             validators=validators,
             adapters=adapters,
             policy=policy,
             breaker=breaker,
-            ledger=ledger,
-            log=log,
+            ledger=charged,
+            log=open_log(log),
             stream_events=stream_events,
             journal=journal,
             backoff=backoff,
-            sleep=sleep,
-            asleep=asleep,
+            sleep=wait,
+            asleep=await_,
             clock=clock,
             timeout_s=timeout_s,
             handle_tool_errors=handle_tool_errors,
@@ -220,6 +264,21 @@ class ControlledToolNode(ToolNode):
             if message is None:
                 raise
             return message
+
+
+def _node_ledger(
+    name: str, budget: Budget | None, shared: Ledger | StepLedger | None, clock: Clock
+) -> Ledger | StepLedger | None:
+    """The ledger the node's calls are charged on: the shared one, a step of it under ``budget``, or
+    the node's own ledger of ``budget``."""
+    if budget is None:
+        return shared
+    if shared is None:
+        return Ledger(budget, clock=clock)
+    if isinstance(shared, StepLedger):
+        problem = "a StepLedger has its budget already: give run_ledger=the run's Ledger, or no budget"
+        raise ConfigError(field="budget", value=budget, problem=problem)
+    return shared.step(name, budget=budget)
 
 
 def _tool_calls(input: Any, messages_key: str, *, copy: bool = True) -> list[dict[str, Any]]:

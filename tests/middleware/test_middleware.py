@@ -35,6 +35,8 @@ class TestRetryController:
             ({"fallback_models": [object()]}, "fallback_models[0]"),
             ({"timeout_s": 0}, "timeout_s"),
             ({"prices": {"gpt": 1.0}}, "prices"),
+            ({"journal": "journal.db"}, "journal"),
+            ({"sleep": 1.0}, "sleep"),
         ],
     )
     def test_bad_input_names_the_field(self, kwargs: dict[str, Any], field: str) -> None:
@@ -62,6 +64,31 @@ class TestRetryController:
         assert RetryController(log=tmp_path / "a.jsonl").log is not None
         log = DecisionLog(tmp_path / "b.jsonl")
         assert RetryController(log=log).log is log
+
+    def test_a_log_in_a_missing_directory_names_log_and_the_directory(self, tmp_path: Path) -> None:
+        missing = tmp_path / "logs"
+        with pytest.raises(ConfigError) as caught:
+            RetryController(log=missing / "decisions.jsonl")
+        assert caught.value.field == "log"
+        assert f"its directory {missing} does not exist" in str(caught.value)
+        assert not missing.exists()
+
+    def test_a_sleep_given_alone_is_the_wait_under_ainvoke(self) -> None:
+        calls = [0]
+
+        @tool
+        def flaky_multiply(a: float, b: float) -> float:
+            """Multiply two numbers."""
+            calls[0] += 1
+            if calls[0] == 1:
+                raise ConnectionError("connection reset by peer")
+            return a * b
+
+        waits: list[float] = []
+        model = ScriptedChat(script=[call("flaky_multiply", {"a": 6, "b": 7}), say("42")])
+        out = Agent(model, [flaky_multiply], RetryController(sleep=waits.append), "async").ask("6 times 7?")
+        assert [m.content for m in tool_messages(out)] == ["42.0"]
+        assert len(waits) == 1 and waits[0] > 0  # the backoff went to the sleep given, not asyncio's
 
     def test_backup_tools_are_registered(self) -> None:
         controller = RetryController(groups={"arithmetic": [multiply, multiply_backup]})

@@ -103,6 +103,34 @@ class TestLangChainBackend:
         assert isinstance(err, TransientBackendError) and err.status_code == 503
 
 
+class TestOutputTokenLimit:
+    """The output limit a chat model was built with, under the names chat model classes give it."""
+
+    @pytest.mark.parametrize(
+        ("fields", "limit"),
+        [
+            ({"max_tokens": 200}, 200),  # ChatOpenAI, ChatAnthropic, ChatMistralAI...
+            ({"max_output_tokens": 300}, 300),  # ChatGoogleGenerativeAI
+            ({"num_predict": 64}, 64),  # ChatOllama
+            ({"num_predict": -1}, None),  # Ollama's "no limit"
+            ({"max_tokens": None, "model_kwargs": {"max_tokens": 90}}, 90),
+            ({"max_tokens": True}, None),
+            ({}, None),
+        ],
+    )
+    def test_read_by_name(self, fields: dict[str, Any], limit: int | None) -> None:
+        from types import SimpleNamespace
+
+        from retryctl.models._output_limit import output_token_limit
+
+        assert output_token_limit(SimpleNamespace(**fields)) == limit
+
+    def test_chat_openai_built_with_max_tokens(self) -> None:
+        chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+        model = chat_openai(model="m", api_key="unused", base_url="http://127.0.0.1:9/v1", max_tokens=200)
+        assert LangChainBackend(model).output_limit(SamplingParams()) == 200
+
+
 @needs_llama
 @pytest.mark.skipif(
     importlib.util.find_spec("langchain_openai") is None, reason="langchain-openai not installed"

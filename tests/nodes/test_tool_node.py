@@ -168,7 +168,9 @@ class TestControlledToolNode:
 
     def test_stop_when_the_budget_is_spent(self, run: Runner) -> None:
         calls = Calls()
-        node = StreamingToolNode([calls.calculator()], ledger=Ledger(Budget(attempts=0)), result_key="result")
+        node = StreamingToolNode(
+            [calls.calculator()], run_ledger=Ledger(Budget(attempts=0)), result_key="result"
+        )
         out = run(graph_of(node), calling(("calculator", {"expression": "1"})))
         assert out.actions == ["stop"]
         assert calls.log == []
@@ -354,7 +356,7 @@ class TestToolBudget:
     def test_exhaustion_asks_to_extend_and_the_call_runs(self, run: Runner) -> None:
         calls = Calls()
         policy = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
-        node = StreamingToolNode([calls.calculator()], ledger=Ledger(Budget(attempts=0)), policy=policy)
+        node = StreamingToolNode([calls.calculator()], run_ledger=Ledger(Budget(attempts=0)), policy=policy)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         first = run(graph, calling(("calculator", {"expression": "6*7"})), config)

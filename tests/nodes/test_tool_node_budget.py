@@ -31,7 +31,9 @@ class TestExtendedCallsAreCharged:
         calls, ledger = Calls(), Ledger(Budget(attempts=1))
         path = tmp_path / "log.jsonl"
         with DecisionLog(path) as log:
-            node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION, log=log)
+            node = StreamingToolNode(
+                [calls.calculator()], run_ledger=ledger, policy=ASK_ON_EXHAUSTION, log=log
+            )
             graph = graph_of(node, InMemorySaver())
             config = {"configurable": {"thread_id": "t"}}
             assert run(graph, turn("call-1", "1"), config).actions == ["accept"]
@@ -55,7 +57,7 @@ class TestExtendedCallsAreCharged:
 
     def test_the_extended_limit_holds_for_later_calls_too(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=0))
-        node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], run_ledger=ledger, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
@@ -68,7 +70,7 @@ class TestExtendedCallsAreCharged:
 
     def test_a_reply_naming_no_attempts_grants_one_and_the_limits_it_names(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=0, samples=4))
-        node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], run_ledger=ledger, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         run(graph, turn("call-1", "1"), config)
@@ -80,7 +82,7 @@ class TestExtendedCallsAreCharged:
     def test_a_spent_wall_clock_is_not_bypassed_by_more_attempts(self, run: Runner) -> None:
         clock = ManualClock()
         calls, ledger = Calls(), Ledger(Budget(wall_s=10), clock=clock)
-        node = StreamingToolNode([calls.calculator()], ledger=ledger, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], run_ledger=ledger, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         clock.advance(11)
@@ -95,7 +97,7 @@ class TestExtendedCallsAreCharged:
     def test_a_step_ledger_is_extended_with_its_run(self, run: Runner) -> None:
         calls, ledger = Calls(), Ledger(Budget(attempts=5))
         step = ledger.step("tools", budget=Budget(attempts=0))
-        node = StreamingToolNode([calls.calculator()], ledger=step, policy=ASK_ON_EXHAUSTION)
+        node = StreamingToolNode([calls.calculator()], run_ledger=step, policy=ASK_ON_EXHAUSTION)
         graph = graph_of(node, InMemorySaver())
         config = {"configurable": {"thread_id": "t"}}
         assert run(graph, turn("call-1", "1"), config).actions == ["ask_user"]
@@ -131,7 +133,7 @@ class TestFailedCallsAreCharged:
     def test_each_failed_try_is_on_the_ledger(self, run: Runner) -> None:
         calculator, seen = self._flaky(failures=2)
         ledger = Ledger(Budget(attempts=5))
-        node = StreamingToolNode([calculator], ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
+        node = StreamingToolNode([calculator], run_ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
         out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
         assert out.actions == ["retry", "retry", "accept"]
         assert len(seen) == 3
@@ -140,7 +142,7 @@ class TestFailedCallsAreCharged:
     def test_the_attempts_budget_stops_a_tool_that_keeps_failing(self, run: Runner) -> None:
         calculator, seen = self._flaky(failures=10)
         ledger = Ledger(Budget(attempts=2))
-        node = StreamingToolNode([calculator], ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
+        node = StreamingToolNode([calculator], run_ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
         out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
         assert out.actions == ["retry", "retry", "stop"]
         assert len(seen) == 2  # the third try is refused before the tool runs

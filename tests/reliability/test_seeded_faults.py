@@ -221,7 +221,7 @@ class TestSeededRuns:
                 }
             ),
             breaker=breaker,
-            ledger=ledger,
+            run_ledger=ledger,
             log=log,
             timeout_s=0.1,
             clock=sim.clock,

@@ -176,7 +176,7 @@ class TestWallBudget:
         path, sim = Path(log.path), SimClock()
         node = ControlledToolNode(
             [tools.raising("limited", lambda: RateLimited(90.0))],
-            ledger=Ledger(Budget(wall_s=20), clock=sim.clock),
+            run_ledger=Ledger(Budget(wall_s=20), clock=sim.clock),
             log=log,
             sleep=sim.sleep,
             asleep=sim.asleep,
@@ -191,7 +191,7 @@ class TestWallBudget:
         node = ControlledToolNode(
             [tools.raising("limited", lambda: RateLimited(90.0))],
             policy=TOOL_POLICY.model_copy(update={"on_budget_exhausted": "ask_user"}),
-            ledger=Ledger(Budget(wall_s=20), clock=sim.clock),
+            run_ledger=Ledger(Budget(wall_s=20), clock=sim.clock),
             log=log,
             sleep=sim.sleep,
             asleep=sim.asleep,
@@ -208,7 +208,7 @@ class TestWallBudget:
         node = ControlledToolNode(
             [tools.raising("down", lambda: ConnectionError("refused"))],
             policy=Policy(weights={"validators": 1.0}, max_retries=5),
-            ledger=Ledger(Budget(wall_s=0.7), clock=sim.clock),
+            run_ledger=Ledger(Budget(wall_s=0.7), clock=sim.clock),
             log=log,
             sleep=sim.sleep,
             asleep=sim.asleep,
