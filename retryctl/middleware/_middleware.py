@@ -23,7 +23,16 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from retryctl.audit import DecisionLog
-from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, EquivalenceLike, Policy, PriceTable
+from retryctl.controller import (
+    AttemptEngine,
+    Breaker,
+    BreakerConfig,
+    Budget,
+    Clock,
+    EquivalenceLike,
+    Policy,
+    PriceTable,
+)
 from retryctl.controller._clock import monotonic
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import read_record
@@ -38,11 +47,20 @@ from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
 from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
 from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, ToolResult
 
-__all__ = ["MODEL_POLICY", "RetryController"]
+__all__ = ["MODEL_BREAKER", "MODEL_POLICY", "RetryController"]
 
 MODEL_POLICY = Policy(weights={"validators": 1.0, "agreement": 1.0})
 """The default policy of model calls: an answer is judged by its checks (its tool calls fit their
 tools, its structured output parses); with ``sample_final=True`` a final answer by its agreement."""
+
+MODEL_BREAKER = BreakerConfig(failure_threshold=2, cooldown_s=30.0)
+"""The thresholds of the breaker ``RetryController`` keeps per model by default: open after 2
+consecutive failed calls (transient or terminal faults of the model's own, each HTTP try one), then
+skip the model for 30 s, then let one probe call through (a success closes it, a failure opens it for
+another 30 s). Two, not one: a single blip gets its retry on the same model, as the policy says; a
+model that fails twice in a row is skipped on every later call, turn and run of the middleware until
+its probe, where ``ModelFallbackMiddleware`` calls it first on every model call. It routes only: a
+model call with no fallback left to route to is not refused by it."""
 
 
 class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
@@ -114,6 +132,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         budget: Budget | None = None,
         log: DecisionLog | str | os.PathLike[str] | None = None,
         breaker: Breaker | None = None,
+        model_breaker: Breaker | BreakerConfig | None = MODEL_BREAKER,
         fallback_models: Sequence[BaseChatModel | str] = (),
         validators: Mapping[str, Sequence[ResultValidator]] | None = None,
         adapters: Mapping[str, ArgsAdapter] | None = None,
@@ -145,7 +164,15 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         - ``log``: a :class:`~retryctl.audit.DecisionLog`, or a path to open one at; every verdict is
           a record (``retryctl audit`` verifies the file). ``stream_events``: also write each verdict
           to LangGraph's custom stream (``stream_mode="custom"``).
-        - ``breaker``: one :class:`~retryctl.controller.Breaker`, keyed by tool name and model name.
+        - ``breaker``: the tools' :class:`~retryctl.controller.Breaker`, keyed by tool name (none by
+          default).
+        - ``model_breaker``: the models' breaker, keyed by model name, on by default with
+          :data:`MODEL_BREAKER`'s thresholds: a model that failed twice in a row is skipped for the
+          fallback until its probe, across turns and runs of this middleware. A ``BreakerConfig``
+          gives other thresholds (in memory, on ``clock``; it only routes: with no fallback the call
+          goes on as the policy says). A ``Breaker`` is used as it is, with its store (a
+          :class:`~retryctl.runtime.SQLiteBreakerStore` or ``RedisBreakerStore`` remembers across
+          processes), and refuses even a model with no fallback while open. ``None``: no breaker.
         - ``fallback_models``: models to switch to, in order, when the agent's model fails (a chat
           model, or a ``"provider:model"`` string for ``init_chat_model``).
         - ``validators``, ``adapters``, ``journal``, ``timeout_s``: per tool, as for
@@ -169,6 +196,9 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         check_type("model_policy", model_policy, Policy)
         check_type("budget", budget, Budget)
         check_type("breaker", breaker, Breaker)
+        if model_breaker is not None and not isinstance(model_breaker, Breaker | BreakerConfig):
+            problem = f"must be a Breaker or a BreakerConfig, not {type(model_breaker).__name__}"
+            raise ConfigError(field="model_breaker", value=model_breaker, problem=problem)
         check_type("prices", prices, PriceTable)
         if on_failure not in ("continue", "error"):
             raise ConfigError(field="on_failure", value=on_failure, problem="must be 'continue' or 'error'")
@@ -205,6 +235,12 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             model_policy = _without_asking(model_policy)
             self._tool_settings["policy"] = _without_asking(self._tool_settings["policy"])
         self.model_policy = model_policy
+        if isinstance(model_breaker, BreakerConfig):
+            model_breaker, alone = Breaker(model_breaker, clock=clock), False
+        else:
+            alone = True
+        self.model_breaker = model_breaker
+        """The models' breaker (``None``: off); its ``store`` holds their states."""
         self.models = ModelCalls(
             fallbacks=check_fallbacks(fallback_models),
             engine=AttemptEngine(
@@ -215,7 +251,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
                 grant={"attempts": 1},
             ),
             extra_tools={t.name: t for t in self.tools},
-            breaker=breaker,
+            breaker=model_breaker,
+            breaker_alone=alone,
             emitter=self.emitter,
             prices=prices,
             clock=clock,
