@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from retryctl.audit import DecisionLog, VerdictRecord, read_records
@@ -51,12 +52,12 @@ def test_an_accepted_step_returns_a_candidate_of_its_answer(
         max_refines=1,
     )
     backend = ScriptedBackend([*_script(items), *["The answer is 9"] * 20])
-    config: Any = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     with tempfile.TemporaryDirectory() as where:
         path = Path(where) / "log.jsonl"
         step = ControlledStep(backend, policy=policy, log=DecisionLog(path), sleep=lambda s: None)
         graph = step.compile(checkpointer=InMemorySaver())
-        out = graph.invoke(user("a number?"), config)
+        out: dict[str, Any] = graph.invoke(user("a number?"), config)  # type: ignore[call-overload]
         verdicts = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
     result = out["result"]
     last = verdicts[-1]
@@ -70,5 +71,7 @@ def test_an_accepted_step_returns_a_candidate_of_its_answer(
     summary = last.candidates_summary
     assert isinstance(summary, dict)
     chosen = summary["chosen"]
-    assert summary["answers"][chosen] == last.answer
+    assert isinstance(chosen, int)
+    answers = summary["answers"]
+    assert isinstance(answers, list) and answers[chosen] == last.answer
     assert candidates[chosen]["text"] == returned == result["text"]
