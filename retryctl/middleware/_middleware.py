@@ -99,9 +99,18 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
       not fit the tool's schema, and structured output that does not parse, are refined: the model
       gets its message back with feedback naming the field. Each call costs one ``attempts`` and one
       ``samples``, plus its tokens (``usage_metadata``) and, with ``prices``, its USD. When the budget
-      is spent the agent ends with an ``AIMessage`` saying which limit. With ``sample_final=True`` a
-      final answer (no tool calls) is drawn again until ``model_policy``'s stopping rule is satisfied
-      (between ``min_samples`` and ``max_samples``) and judged on agreement.
+      is spent the agent ends with an ``AIMessage`` saying which limit. A model that failed twice in a
+      row is skipped for the next fallback until its breaker's probe (``model_breaker``, on by
+      default), across turns and runs. Models are called without their clients' own retries
+      (``ChatOpenAI``'s ``max_retries``, the ``openai`` client's): each HTTP try is one attempt,
+      charged, logged and counted by the breaker (``retryctl.middleware._client_retries``).
+    - With ``sample_final=True`` a final answer (no tool calls, checks passed) is drawn again, each
+      draw a model call, until ``model_policy``'s stopping rule stops (the first answer is the first
+      sample; at least ``min_samples``, at most ``max_samples`` draws, fewer if a draw fails or the
+      budget refuses one), and one verdict judges their agreement. The agent gets a draw of the answer
+      that verdict names (the first draw of the stopping rule's leader, not the first draw), and the
+      record names it: ``candidates_summary["answers"]`` lists the draws' answers, ``["chosen"]``
+      the index of the draw returned.
 
     ``ask_user`` is a LangGraph ``interrupt()`` (the agent needs a checkpointer) whose payload is
     retryctl's (``type: "retryctl.ask_user"``, reason, evidence, options, and ``tool_call_id`` for a
@@ -179,8 +188,9 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
           :class:`~retryctl.nodes.ControlledToolNode` (use a
           :class:`~retryctl.nodes.SQLiteToolJournal` when a run may resume in another process).
         - ``prices``: a :class:`~retryctl.controller.PriceTable` by model name, to charge USD.
-        - ``sample_final``: sample final answers adaptively (off by default); ``equivalence``: how a
-          final answer's text becomes the answer voted on (default: the controller's).
+        - ``sample_final``: sample final answers adaptively (off by default; the answer returned is
+          a draw of the accepted answer); ``equivalence``: how a final answer's text becomes the
+          answer voted on (default: the controller's).
         - ``on_failure``: what a call that fails for good becomes (an error no retry, switch or refine
           got past: a tool's bug with no backup, a model error with no fallback left). ``"continue"``
           (the default, as in ``ToolRetryMiddleware`` and ``ModelRetryMiddleware``): an error
