@@ -3,6 +3,8 @@
 
     .venv/bin/python bench/model_failover.py [--turns 5] [--no-wait] [--json]
 
+(about 100 s, most of it LangChain's waits; ``--no-wait`` takes a few seconds)
+
 Each agent answers ``--turns`` user messages on one thread (``create_agent``, no tools). Its primary
 model fails every call and its fallback answers. For each agent the script prints the calls that
 reached the primary, the waits asked for (how many, and their seconds: the middleware's backoff and,
@@ -212,7 +214,7 @@ def main() -> None:
         server.close()
 
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"turns": args.turns, "waits_slept": not args.no_wait, "rows": rows}))
         return
     slept = "recorded, not slept" if args.no_wait else "slept"
     print(f"{args.turns} turns, a dead primary and one fallback; waits {slept}")
