@@ -236,7 +236,11 @@ class ModelCalls:
         breaker: Breaker | None,
     ) -> _Tried:
         if isinstance(exc, StructuredOutputValidationError):
-            # The answer came but did not parse: a refine naming the field, not an error of the model.
+            # The answer came but did not parse: a refine naming the field, not an error of the model
+            # (for its breaker, the model answered: a half-open probe that did closes it).
+            fault = breaker.report(target, failed=False) if breaker is not None else None
+            if fault is not None:
+                notes.append(str(fault))
             invalid = _validation_error(exc.source)
             evidence = field_errors(invalid) if invalid is not None else str(exc.source)
             check = ValidatorResult(f"structured_output:{exc.tool_name}", False, evidence)

@@ -10,17 +10,22 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from langchain.agents.structured_output import ToolStrategy
 from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from retryctl.controller import Breaker, BreakerConfig, ManualClock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.middleware import MODEL_BREAKER, RetryController
 from retryctl.middleware._client_retries import client_retries, without_client_retries
 from retryctl.runtime import SQLiteBreakerStore
-from tests.middleware._scripted import ScriptedChat, say
+from tests.middleware._scripted import ScriptedChat, call, say
 from tests.middleware._support import Agent, ano_wait, last_ai, multiply, records
 from tests.models._fault_server import FaultServer, status
+
+
+class Answer(BaseModel):
+    value: int
 
 
 class Dead(ScriptedChat):
@@ -90,6 +95,33 @@ class TestModelBreaker:
         assert len(primary.seen) == 2
         clock.advance(MODEL_BREAKER.cooldown_s)
         assert _turns(agent, 1) == ["primary is back"]
+
+    def test_a_probe_answering_unparsable_structured_output_closes_it(self, mode: str) -> None:
+        # The model answered: its refine round goes to it, not to a breaker still half open.
+        primary = ScriptedChat(
+            model_name="primary",
+            script=[
+                PermissionError("401"),
+                PermissionError("401"),
+                call("Answer", {"value": "many"}),
+                call("Answer", {"value": 42}, "c2"),
+            ],
+        )
+        backup = ScriptedChat(
+            model_name="backup", script=[call("Answer", {"value": i}, f"b{i}") for i in range(2)]
+        )
+        clock = ManualClock()
+        strategy = ToolStrategy(Answer, handle_errors=False)
+        controller = _controller(clock, [], fallback_models=[backup])
+        agent = Agent(primary, [multiply], controller, mode, response_format=strategy)
+        assert [agent.ask(f"q{i}")["structured_response"] for i in range(2)] == [
+            Answer(value=0),
+            Answer(value=1),
+        ]
+        clock.advance(MODEL_BREAKER.cooldown_s)
+        assert agent.ask("q2")["structured_response"] == Answer(value=42)
+        assert controller.model_breaker is not None
+        assert controller.model_breaker.state("primary").value == "closed"
 
     def test_the_breaker_is_remembered_across_runs_and_processes_in_its_store(
         self, tmp_path: Path, mode: str
