@@ -134,7 +134,7 @@ CONTROLLER = {
     "weakest_span",
 }
 
-MIDDLEWARE = {"MODEL_POLICY", "RUN_KEY", "RetryControlState", "RetryController", "Run"}
+MIDDLEWARE = {"MODEL_BREAKER", "MODEL_POLICY", "RUN_KEY", "RetryControlState", "RetryController", "Run"}
 
 GATEWAY = {
     "AdaptiveOptions",

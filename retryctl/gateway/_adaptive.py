@@ -158,13 +158,17 @@ async def decide_request(
         answers = [c["answer"] for c in out.candidates]
         history.append({"attempt": state.attempt, "answers": answers, "action": verdict.action.value})
         if log is not None:
+            summary: dict[str, Any] = {"n": len(answers), "answers": answers}
+            chosen = best_candidate(out.candidates, leader)
+            if chosen is not None:  # the draw the response carries, should this verdict end it
+                summary["chosen"] = next(i for i, c in enumerate(out.candidates) if c is chosen)
             log.record_verdict(
                 verdict,
                 run_id=run_id,
                 step_id=STEP_ID,
                 attempt=state.attempt,
                 target=target,
-                candidates_summary={"n": len(answers), "answers": answers},
+                candidates_summary=summary,
                 latency_ms=latency_ms,
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)

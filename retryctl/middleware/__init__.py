@@ -8,7 +8,7 @@ decides anything.
 
 from __future__ import annotations
 
-from retryctl.middleware._middleware import MODEL_POLICY, RetryController
+from retryctl.middleware._middleware import MODEL_BREAKER, MODEL_POLICY, RetryController
 from retryctl.middleware._runs import RUN_KEY, RetryControlState, Run
 
-__all__ = ["MODEL_POLICY", "RUN_KEY", "RetryControlState", "RetryController", "Run"]
+__all__ = ["MODEL_BREAKER", "MODEL_POLICY", "RUN_KEY", "RetryControlState", "RetryController", "Run"]

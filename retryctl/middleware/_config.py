@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from retryctl.controller import Policy
+from retryctl.controller import Breaker, BreakerConfig, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._estimate import model_key
 from retryctl.nodes._arguments import DriverArguments, instance_of
@@ -25,6 +25,7 @@ class MiddlewareArguments(DriverArguments):
     model_config = ConfigDict(protected_namespaces=())
 
     model_policy: Annotated[Policy | None, instance_of(Policy)] = None
+    model_breaker: Annotated[Breaker | BreakerConfig | None, instance_of(Breaker, BreakerConfig)] = None
 
 
 def group_tools(groups: Mapping[str, Sequence[BaseTool | str]]) -> list[BaseTool]:

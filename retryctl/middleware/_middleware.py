@@ -21,7 +21,16 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from retryctl.audit import DecisionLog
-from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, EquivalenceLike, Policy, PriceTable
+from retryctl.controller import (
+    AttemptEngine,
+    Breaker,
+    BreakerConfig,
+    Budget,
+    Clock,
+    EquivalenceLike,
+    Policy,
+    PriceTable,
+)
 from retryctl.controller._clock import monotonic
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import read_record
@@ -37,11 +46,20 @@ from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
 from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
 from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, ToolResult
 
-__all__ = ["MODEL_POLICY", "RetryController"]
+__all__ = ["MODEL_BREAKER", "MODEL_POLICY", "RetryController"]
 
 MODEL_POLICY = Policy(weights={"validators": 1.0, "agreement": 1.0})
 """The default policy of model calls: an answer is judged by its checks (its tool calls fit their
 tools, its structured output parses); with ``sample_final=True`` a final answer by its agreement."""
+
+MODEL_BREAKER = BreakerConfig(failure_threshold=2, cooldown_s=30.0)
+"""The thresholds of the breaker ``RetryController`` keeps per model by default: open after 2
+consecutive failed calls (transient or terminal faults of the model's own, each HTTP try one), then
+skip the model for 30 s, then let one probe call through (a success closes it, a failure opens it for
+another 30 s). Two, not one: a single blip gets its retry on the same model, as the policy says; a
+model that fails twice in a row is skipped on every later call, turn and run of the middleware until
+its probe, where ``ModelFallbackMiddleware`` calls it first on every model call. It routes only: a
+model call with no fallback left to route to is not refused by it."""
 
 
 class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
@@ -80,9 +98,18 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
       not fit the tool's schema, and structured output that does not parse, are refined: the model
       gets its message back with feedback naming the field. Each call costs one ``attempts`` and one
       ``samples``, plus its tokens (``usage_metadata``) and, with ``prices``, its USD. When the budget
-      is spent the agent ends with an ``AIMessage`` saying which limit. With ``sample_final=True`` a
-      final answer (no tool calls) is drawn again until ``model_policy``'s stopping rule is satisfied
-      (between ``min_samples`` and ``max_samples``) and judged on agreement.
+      is spent the agent ends with an ``AIMessage`` saying which limit. A model that failed twice in a
+      row is skipped for the next fallback until its breaker's probe (``model_breaker``, on by
+      default), across turns and runs. Models are called without their clients' own retries
+      (``ChatOpenAI``'s ``max_retries``, the ``openai`` client's): each HTTP try is one attempt,
+      charged, logged and counted by the breaker (``retryctl.middleware._client_retries``).
+    - With ``sample_final=True`` a final answer (no tool calls, checks passed) is drawn again, each
+      draw a model call, until ``model_policy``'s stopping rule stops (the first answer is the first
+      sample; at least ``min_samples``, at most ``max_samples`` draws, fewer if a draw fails or the
+      budget refuses one), and one verdict judges their agreement. The agent gets a draw of the answer
+      that verdict names (the first draw of the stopping rule's leader, not the first draw), and the
+      record names it: ``candidates_summary["answers"]`` lists the draws' answers, ``["chosen"]``
+      the index of the draw returned.
 
     ``ask_user`` is a LangGraph ``interrupt()`` (the agent needs a checkpointer) whose payload is
     retryctl's (``type: "retryctl.ask_user"``, reason, evidence, options, and ``tool_call_id`` for a
@@ -113,6 +140,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         budget: Budget | None = None,
         log: DecisionLog | str | os.PathLike[str] | None = None,
         breaker: Breaker | None = None,
+        model_breaker: Breaker | BreakerConfig | None = MODEL_BREAKER,
         fallback_models: Sequence[BaseChatModel | str] = (),
         validators: Mapping[str, Sequence[ResultValidator]] | None = None,
         adapters: Mapping[str, ArgsAdapter] | None = None,
@@ -145,15 +173,24 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
           that exists: a missing one is a ``ConfigError`` naming it); every verdict is
           a record (``retryctl audit`` verifies the file). ``stream_events``: also write each verdict
           to LangGraph's custom stream (``stream_mode="custom"``).
-        - ``breaker``: one :class:`~retryctl.controller.Breaker`, keyed by tool name and model name.
+        - ``breaker``: the tools' :class:`~retryctl.controller.Breaker`, keyed by tool name (none by
+          default).
+        - ``model_breaker``: the models' breaker, keyed by model name, on by default with
+          :data:`MODEL_BREAKER`'s thresholds: a model that failed twice in a row is skipped for the
+          fallback until its probe, across turns and runs of this middleware. A ``BreakerConfig``
+          gives other thresholds (in memory, on ``clock``; it only routes: with no fallback the call
+          goes on as the policy says). A ``Breaker`` is used as it is, with its store (a
+          :class:`~retryctl.runtime.SQLiteBreakerStore` or ``RedisBreakerStore`` remembers across
+          processes), and refuses even a model with no fallback while open. ``None``: no breaker.
         - ``fallback_models``: models to switch to, in order, when the agent's model fails (a chat
           model, or a ``"provider:model"`` string for ``init_chat_model``).
         - ``validators``, ``adapters``, ``journal``, ``timeout_s``: per tool, as for
           :class:`~retryctl.nodes.ControlledToolNode` (use a
           :class:`~retryctl.nodes.SQLiteToolJournal` when a run may resume in another process).
         - ``prices``: a :class:`~retryctl.controller.PriceTable` by model name, to charge USD.
-        - ``sample_final``: sample final answers adaptively (off by default); ``equivalence``: how a
-          final answer's text becomes the answer voted on (default: the controller's).
+        - ``sample_final``: sample final answers adaptively (off by default; the answer returned is
+          a draw of the accepted answer); ``equivalence``: how a final answer's text becomes the
+          answer voted on (default: the controller's).
         - ``on_failure``: what a call that fails for good becomes (an error no retry, switch or refine
           got past: a tool's bug with no backup, a model error with no fallback left). ``"continue"``
           (the default, as in ``ToolRetryMiddleware`` and ``ModelRetryMiddleware``): an error
@@ -179,6 +216,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             model_policy=model_policy,
             budget=budget,
             breaker=breaker,
+            model_breaker=model_breaker,
             prices=prices,
             journal=journal,
             backoff=backoff,
@@ -220,6 +258,12 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             model_policy = _without_asking(model_policy)
             self._tool_settings["policy"] = _without_asking(self._tool_settings["policy"])
         self.model_policy = model_policy
+        if isinstance(model_breaker, BreakerConfig):
+            model_breaker, alone = Breaker(model_breaker, clock=clock), False
+        else:
+            alone = True
+        self.model_breaker = model_breaker
+        """The models' breaker (``None``: off); its ``store`` holds their states."""
         self.models = ModelCalls(
             fallbacks=check_fallbacks(fallback_models),
             engine=AttemptEngine(
@@ -230,7 +274,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
                 grant={"attempts": 1},
             ),
             extra_tools={t.name: t for t in self.tools},
-            breaker=breaker,
+            breaker=model_breaker,
+            breaker_alone=alone,
             emitter=self.emitter,
             prices=prices,
             clock=clock,

@@ -9,7 +9,10 @@ checked (:mod:`._checks`) and :class:`~retryctl.controller.AttemptEngine` says w
 after a backoff, ``switch`` to the next fallback model (``request.override(model=...)``), ``refine``
 (the refused message and the feedback go back to the model), ``ask_user``, ``stop`` (the agent ends
 with an ``AIMessage`` saying why) or ``accept``. With sampling on, an accepted final answer (no tool
-calls) is drawn again until the policy's stopping rule is satisfied, and judged on agreement.
+calls) is drawn again until the policy's stopping rule is satisfied, and judged on agreement; the
+draw returned is one of the answer the verdict accepted, and its record names it (``chosen``).
+Models are called without their clients' own retries (:mod:`._client_retries`): each HTTP try is an
+attempt here.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from retryctl.controller import (
     Exhaustion,
     Extend,
     Finish,
+    Observation,
     PriceTable,
     Request,
     Sleep,
@@ -50,6 +54,7 @@ from retryctl.controller import (
 )
 from retryctl.controller._breaker import counts_against
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
+from retryctl.middleware._client_retries import without_client_retries
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
 from retryctl.middleware._runs import Run
 from retryctl.nodes._events import Emitter
@@ -80,6 +85,7 @@ class ModelCalls:
         engine: AttemptEngine,
         extra_tools: Mapping[str, BaseTool],
         breaker: Breaker | None,
+        breaker_alone: bool = True,
         emitter: Emitter,
         prices: PriceTable | None,
         clock: Clock,
@@ -88,9 +94,13 @@ class ModelCalls:
         on_failure: str = "continue",
     ) -> None:
         self.fallbacks = fallbacks
+        self._called = {key: without_client_retries(model) for key, model in fallbacks.items()}
+        """The fallbacks as they are called: without their clients' own retries (``_client_retries``)."""
         self.engine = engine
         self.extra_tools = extra_tools
         self.breaker = breaker
+        self.breaker_alone = breaker_alone
+        """Whether ``breaker`` guards a model with no fallback (else it only routes among members)."""
         self.emitter = emitter
         self.prices = prices
         self.clock = clock
@@ -105,6 +115,9 @@ class ModelCalls:
     def flow(self, request: ModelRequest[Any], run: Run, structured: frozenset[str]) -> Flow:
         """The attempts of one model call (see the module docstring)."""
         models = self._group(request.model)
+        # A breaker that only routes has nothing to route to alone: the call goes on as the policy
+        # says (retries, then a stop), as it would without one.
+        breaker = self.breaker if self.breaker_alone or len(models) > 1 else None
         step_id = f"model:{sum(isinstance(m, AIMessage) for m in request.messages) + 1}"
         state, first = self.engine.start(list(models))
         next_: Request = first
@@ -132,7 +145,7 @@ class ModelCalls:
                     else request.override(model=model, messages=[*request.messages, *rounds])
                 )
                 tried = yield from self._attempt(
-                    state, next_, call, run=run, step_id=step_id, structured=structured
+                    state, next_, call, run=run, step_id=step_id, structured=structured, breaker=breaker
                 )
                 if tried.response is not None:
                     best = tried.response
@@ -147,14 +160,14 @@ class ModelCalls:
         if last is not None and last[0] is primary:
             return last[1]  # the agent's model, call after call: its key is read once (getattr
             # of a missing field on a pydantic model raises inside, which is slow)
-        models = {model_key(primary): primary}
+        models = {model_key(primary): without_client_retries(primary)}
         for key, model in self.fallbacks.items():
             if model is primary:
                 continue
             name, n = key, 2
             while name in models:  # two models of one name (two fakes) stay two members
                 name, n = f"{key}#{n}", n + 1
-            models[name] = model
+            models[name] = self._called[key]
         self._last_group = (primary, models)
         return models
 
@@ -167,17 +180,26 @@ class ModelCalls:
         run: Run,
         step_id: str,
         structured: frozenset[str],
+        breaker: Breaker | None,
     ) -> Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, _Tried]:
         started = self.clock()
         notes: list[str] = []
 
         def judge(**outcome: Any) -> Verdict:
             return self._judge(
-                state, act, call, run=run, step_id=step_id, started=started, notes=notes, **outcome
+                state,
+                act,
+                call,
+                run=run,
+                step_id=step_id,
+                started=started,
+                notes=notes,
+                breaker=breaker,
+                **outcome,
             )
 
-        if self.breaker is not None:
-            admission = self.breaker.admit(act.target)
+        if breaker is not None:
+            admission = breaker.admit(act.target)
             if admission.fault is not None:
                 notes.append(str(admission.fault))
             if admission.refused is not None:
@@ -189,33 +211,43 @@ class ModelCalls:
         outcome = yield call
         if isinstance(outcome, BaseException):
             held.commit(Usage(attempts=1, samples=1))  # a call that failed still cost an attempt
-            return self._failed(outcome, act.target, notes, judge)
+            return self._failed(outcome, act.target, notes, judge, breaker)
         assert outcome is not None
         held.commit(actual_usage(outcome.result, act.target, self.prices))
-        if self.breaker is not None:
-            fault = self.breaker.report(act.target, failed=False)
+        if breaker is not None:
+            fault = breaker.report(act.target, failed=False)
             if fault is not None:
                 notes.append(str(fault))
         tools = {t.name: t for t in call.tools if isinstance(t, BaseTool)} | dict(self.extra_tools)
         checks = check_response(outcome.result, tools, skip=structured)
         if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
             # One verdict for the answer, on its samples' agreement (a final answer has no checks
-            # but "it answered").
-            return _Tried((yield from self._sample(call, run, outcome, judge)), outcome)
+            # but "it answered"); what is returned is a draw of the answer the verdict names.
+            verdict, chosen = yield from self._sample(call, run, outcome, judge)
+            return _Tried(verdict, chosen)
         return _Tried(judge(validators=checks), outcome)
 
     def _failed(
-        self, exc: BaseException, target: str, notes: list[str], judge: Callable[..., Verdict]
+        self,
+        exc: BaseException,
+        target: str,
+        notes: list[str],
+        judge: Callable[..., Verdict],
+        breaker: Breaker | None,
     ) -> _Tried:
         if isinstance(exc, StructuredOutputValidationError):
-            # The answer came but did not parse: a refine naming the field, not an error of the model.
+            # The answer came but did not parse: a refine naming the field, not an error of the model
+            # (for its breaker, the model answered: a half-open probe that did closes it).
+            fault = breaker.report(target, failed=False) if breaker is not None else None
+            if fault is not None:
+                notes.append(str(fault))
             invalid = _validation_error(exc.source)
             evidence = field_errors(invalid) if invalid is not None else str(exc.source)
             check = ValidatorResult(f"structured_output:{exc.tool_name}", False, evidence)
             return _Tried(judge(validators=[check]), ModelResponse(result=[exc.ai_message]))
         error = classify(exc)
-        if self.breaker is not None and counts_against(error, exc):
-            fault = self.breaker.report(target, failed=True)
+        if breaker is not None and counts_against(error, exc):
+            fault = breaker.report(target, failed=True)
             if fault is not None:
                 notes.append(str(fault))
         return _Tried(judge(error=error), error=exc)
@@ -248,12 +280,14 @@ class ModelCalls:
         step_id: str,
         started: float,
         notes: list[str],
+        breaker: Breaker | None,
+        summary: Mapping[str, Any] | None = None,
         **outcome: Any,
     ) -> Verdict:
         snapshot = run.ledger.snapshot()
         breakers: dict[str, str] = {}
-        if self.breaker is not None:
-            breakers, unknown = self.breaker.snapshot()
+        if breaker is not None:
+            breakers, unknown = breaker.snapshot()
             if unknown is not None:
                 notes.append(str(unknown))
         verdict = self.engine.judge(
@@ -270,7 +304,7 @@ class ModelCalls:
             step_id=step_id,
             attempt=act.attempt,
             target=act.target,
-            candidates_summary={"model": act.target, "messages": len(call.messages)},
+            candidates_summary={"model": act.target, "messages": len(call.messages), **(summary or {})},
             latency_ms=(self.clock() - started) * 1000.0,
         )
         return verdict
@@ -283,11 +317,21 @@ class ModelCalls:
         run: Run,
         first: ModelResponse[Any],
         judge: Callable[..., Verdict],
-    ) -> Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, Verdict]:
+    ) -> Generator[
+        ModelRequest[Any] | float,
+        ModelResponse[Any] | BaseException | None,
+        tuple[Verdict, ModelResponse[Any]],
+    ]:
         """Draw the final answer again until the stopping rule stops (or ``max_samples``), then judge
-        the leader's agreement. Extra draws that fail or that the budget refuses end the sampling."""
+        the leader's agreement. Extra draws that fail or that the budget refuses end the sampling.
+
+        Returns the verdict and the draw to hand back: the first one whose answer is the verdict's
+        (the answer the stopping rule stood behind, else the most voted), never simply the first
+        draw. The verdict's record names it (``candidates_summary``: ``answers`` of the draws in
+        order, ``chosen`` its index among them)."""
         policy = self.engine.policy
         rule = policy.stopping_rule()
+        draws = [first]
         answers = [self.equivalence(_text(first))]
         stop = None
         while len(answers) < policy.max_samples:
@@ -304,10 +348,15 @@ class ModelCalls:
                 held.commit(Usage(attempts=1, samples=1))
                 break
             held.commit(actual_usage(drawn.result, model_key(call.model), self.prices))
+            draws.append(drawn)
             answers.append(self.equivalence(_text(drawn)) if _is_final(drawn) else None)
         tally = Tally.of(answers, max_samples=policy.max_samples)
         stop = rule(tally)
-        return judge(tally=tally, stop=stop)
+        # The answer ``decide`` will put on the verdict (its own rule, not a copy of it).
+        leader = Observation(tally=tally, stop=stop).answer
+        chosen = next((i for i, a in enumerate(answers) if a == leader), 0)
+        verdict = judge(tally=tally, stop=stop, summary={"answers": answers, "chosen": chosen})
+        return verdict, draws[chosen]
 
     # -- asking and finishing --------------------------------------------------------------------
 

@@ -129,7 +129,8 @@ class ControlState(TypedDict, total=False):
     notes: list[str]
     """Facts about the last attempt worth explaining (e.g. sampling ended early on a budget)."""
     best: dict[str, Any] | None
-    """The best candidate so far: ``answer``, ``text``, ``model``, ``attempt``."""
+    """The best candidate so far: ``answer``, ``text``, ``model``, ``attempt``, and ``index``, its place
+    among the attempt's candidates."""
     votes_by_member: dict[str, dict[str, int]]
     """Every member's votes so far in this step (answer -> count), for the ``cross_member`` signal."""
     last_verdict: dict[str, Any] | None

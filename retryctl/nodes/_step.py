@@ -350,7 +350,9 @@ class ControlledStep(StepRoutes):
         leader = stop.leader if stop is not None else None
         best = best_candidate(candidates, leader)
         if best is not None:
-            control["best"] = {k: best[k] for k in ("answer", "text", "model", "attempt")}
+            # With which draw it is, so the verdict's record names the sample an accept returns.
+            index = next(i for i, c in enumerate(candidates) if c is best)
+            control["best"] = {k: best[k] for k in ("answer", "text", "model", "attempt")} | {"index": index}
         control["signals"] = []
         if candidates:
             others = {
@@ -406,12 +408,16 @@ class ControlledStep(StepRoutes):
         )
         target = attempt.target
         answers = [c["answer"] for c in candidates]
+        summary: dict[str, Any] = {"n": len(candidates), "answers": answers}
+        best = control.get("best")
+        if candidates and best and best.get("attempt") == attempt.attempt and "index" in best:
+            summary["chosen"] = best["index"]  # the draw an accept returns (``result.text``)
         self.emitter.verdict(
             verdict,
             step_id=self.step_id,
             attempt=attempt.attempt,
             target=target,
-            candidates_summary={"n": len(candidates), "answers": answers},
+            candidates_summary=summary,
             latency_ms=control.get("latency_ms", 0.0),
         )
         dumped = verdict.model_dump(mode="json")

@@ -99,3 +99,18 @@ class TestDecideRequest:
         summary = [r for r in records if r.kind == "summary"]
         assert len(summary) == 1 and summary[0].final_answer == "42"
         assert {r.run_id for r in records if r.kind != "repair"} == {"run-1"}
+
+    def test_the_verdict_names_the_draw_the_response_carries(self, tmp_path: Path) -> None:
+        script = ["The answer is 5.", "The answer is 4.", "The answer is 4.", "The answer is 4."]
+        with DecisionLog(tmp_path / "d.jsonl") as log:
+            decided = _decide(
+                ScriptedBackend(script, confidence=0.95),
+                AdaptiveOptions(min_samples=4, max_samples=4),
+                log=log,
+            )
+        assert decided.verdict.action.value == "accept" and decided.verdict.answer == "4"
+        assert decided.chosen is not None and decided.chosen["text"] == "The answer is 4."
+        (verdict,) = [r for r in read_records(tmp_path / "d.jsonl") if r.kind == "verdict"]
+        summary = verdict.candidates_summary
+        assert isinstance(summary, dict) and summary["chosen"] == 1  # the first '4', not the first draw
+        assert decided.candidates[1] is decided.chosen

@@ -38,7 +38,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
 from retryctl.audit import verify_log
-from retryctl.controller import Budget
+from retryctl.controller import Budget, Policy, default_equivalence
 from retryctl.middleware import RUN_KEY, RetryController
 
 # The server fixture (and the GGUF fixture it needs) of tests/models, reused, not copied.
@@ -259,3 +259,36 @@ class TestRetryControllerOnLlamaServer:
         assert verify_log(log).ok
         summary = audit(log)
         assert summary
+
+    def test_sample_final_returns_a_draw_of_the_accepted_answer(
+        self, server_url: str, tmp_path: Path
+    ) -> None:
+        """Free answers at temperature 1 from the real server, sampled: whatever the draws, an accepted
+        answer is returned as one of its own draws, and the record names which."""
+        log = tmp_path / "decisions.jsonl"
+        policy = Policy(
+            weights={"validators": 1.0, "agreement": 1.0},
+            max_samples=6,
+            accept_threshold=0.3,
+            low_confidence=("stop",),
+        )
+        controller = RetryController(
+            log=log, sample_final=True, model_policy=policy, interactive=False, sleep=no_wait
+        )
+        settings: dict[str, Any] = {"temperature": 1.0, "max_tokens": 16, "timeout": 120, "max_retries": 0}
+        model = ChatOpenAI(model="smollm2", base_url=server_url, api_key=SecretStr("unused"), **settings)
+        agent = create_agent(model, tools=[], middleware=[controller])
+        questions = [f"Pick a whole number from 1 to 3 and write only that number. ({i})" for i in range(3)]
+        returned = [
+            str(agent.invoke({"messages": [HumanMessage(q)]})["messages"][-1].content) for q in questions
+        ]
+        sampled = [r for r in records(log) if r.get("kind") == "verdict"]
+        assert len(sampled) == len(returned)  # one verdict on each question's draws
+        for record, text in zip(sampled, returned, strict=True):
+            summary = record["candidates_summary"]
+            assert summary["answers"][summary["chosen"]] == record["answer"]
+            if record["action"] == "accept":
+                assert default_equivalence(text) == record["answer"]
+            else:
+                assert text.startswith("retryctl stopped the agent")
+        assert verify_log(log).ok
