@@ -25,6 +25,7 @@ from langgraph.types import Command
 from retryctl.audit import DecisionLog
 from retryctl.controller import AttemptEngine, Breaker, Budget, Clock, EquivalenceLike, Policy, PriceTable
 from retryctl.controller._clock import monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn, error_classifier
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import read_record
 from retryctl.middleware._config import check_fallbacks, check_groups, check_type, group_tools, open_log
@@ -129,6 +130,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         clock: Clock = monotonic,
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         """Every argument is optional and keyword-only.
 
@@ -163,6 +166,12 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         - ``interactive``: ``False`` when nobody can answer (CI, a batch): ``ask_user`` then ends the
           call as a stop instead of interrupting.
         - ``backoff``, ``clock``, ``sleep``, ``asleep``: waits and time, injectable so tests never wait.
+        - ``retry_on``: the exceptions to retry, as LangChain's ``ToolRetryMiddleware`` and
+          ``ModelRetryMiddleware`` take them (a tuple of exception classes, or a predicate of the
+          exception), for tool and model calls alike; one it does not match is never retried (a transient
+          one becomes terminal: a switch, or ``on_failure``). ``classify``: a function of the exception
+          returning an :class:`~retryctl.controller.ErrorClass`, or ``None`` for the default
+          (:func:`~retryctl.controller.error_classifier`).
         """
         super().__init__()
         check_type("policy", policy, Policy)
@@ -170,6 +179,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         check_type("budget", budget, Budget)
         check_type("breaker", breaker, Breaker)
         check_type("prices", prices, PriceTable)
+        classifier = error_classifier(retry_on=retry_on, classify=classify)
         if on_failure not in ("continue", "error"):
             raise ConfigError(field="on_failure", value=on_failure, problem="must be 'continue' or 'error'")
         self.log = open_log(log)
@@ -195,6 +205,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             "timeout_s": timeout_s,
             # An error that ends a call becomes ToolNode's error message, or is raised.
             "handle_tool_errors": on_failure == "continue",
+            "retry_on": retry_on,
+            "classify": classify,
         }
         # Checked now, where the fields can be named, not at the first tool call inside a run.
         self._tool_calls: dict[frozenset[str], ToolCalls] = {}
@@ -222,6 +234,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             sample_final=sample_final,
             equivalence=equivalence,
             on_failure=on_failure,
+            classifier=classifier,
         )
 
     # -- runs ---------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from retryctl.controller import (
     classify,
 )
 from retryctl.controller._breaker import counts_against
+from retryctl.controller._error_rules import Classifier
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
 from retryctl.middleware._runs import Run
@@ -86,6 +87,7 @@ class ModelCalls:
         sample_final: bool,
         equivalence: EquivalenceLike | None,
         on_failure: str = "continue",
+        classifier: Classifier = classify,
     ) -> None:
         self.fallbacks = fallbacks
         self.engine = engine
@@ -97,6 +99,7 @@ class ModelCalls:
         self.sample_final = sample_final
         self.equivalence = as_equivalence(equivalence)
         self.on_failure = on_failure
+        self.classifier = classifier
         self._last_group: tuple[BaseChatModel, dict[str, BaseChatModel]] | None = None
         """The members of the last model group built (read-only once built; see :meth:`_group`)."""
 
@@ -213,7 +216,7 @@ class ModelCalls:
             evidence = field_errors(invalid) if invalid is not None else str(exc.source)
             check = ValidatorResult(f"structured_output:{exc.tool_name}", False, evidence)
             return _Tried(judge(validators=[check]), ModelResponse(result=[exc.ai_message]))
-        error = classify(exc)
+        error = self.classifier(exc)
         if self.breaker is not None and counts_against(error, exc):
             fault = self.breaker.report(target, failed=True)
             if fault is not None:

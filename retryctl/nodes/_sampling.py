@@ -50,6 +50,7 @@ from retryctl.controller import (
     weakest_span,
 )
 from retryctl.controller import Usage as BudgetUsage
+from retryctl.controller._error_rules import Classifier
 from retryctl.controller.stopping import fewest_more, group_floor
 from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
@@ -285,12 +286,14 @@ def sampling(
     schedule: SamplingSchedule,
     ledgers: Sequence[Ledger | StepLedger],
     prices: PriceTable | None = None,
+    classifier: Classifier = classify,
 ) -> Generator[DrawRequest, list[Candidate], SampleOutcome]:
     """The sampling loop of one attempt; drive it with :func:`run_sync` or :func:`run_async`.
 
     Each draw is reserved on every ledger in ``ledgers`` (the step's, then the run's) before it is
     yielded. A refused first draw ends the attempt as exhausted; a refused later draw ends sampling
-    early and the attempt is judged on the samples it has.
+    early and the attempt is judged on the samples it has. A failed draw is classified by ``classifier``
+    (the step's ``retry_on``/``classify``, or :func:`~retryctl.controller.classify`).
     """
     out = SampleOutcome()
     votes = _Votes()
@@ -334,7 +337,7 @@ def sampling(
             for r in held:
                 r.commit(BudgetUsage(attempts=1))
             charge.report(out)
-            out.error = classify(exc)
+            out.error = classifier(exc)
             return out
         charge.report(out)
         for r in held:

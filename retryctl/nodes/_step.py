@@ -38,6 +38,7 @@ from retryctl.controller import (
 )
 from retryctl.controller._breaker import counts_against
 from retryctl.controller._clock import ShiftedClock, monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn, error_classifier
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
@@ -119,7 +120,10 @@ class ControlledStep(StepRoutes):
     is also reserved on. ``validators`` check the best candidate's text; ``verifier`` scores it in
     [0, 1]. ``sleep``/``asleep`` and ``clock`` are injectable so tests never wait. With
     ``interactive=False`` (nobody can answer: a batch job, CI) an ``ask_user`` verdict ends the step with
-    status ``needs_user`` instead of pausing it with ``interrupt()``.
+    status ``needs_user`` instead of pausing it with ``interrupt()``. ``retry_on`` (exception classes or a
+    predicate, LangChain's meaning: what does not match is never retried) and ``classify`` (a function of
+    the exception returning an ``ErrorClass``, or ``None`` for the default) judge a failed draw (see
+    :func:`~retryctl.controller.error_classifier`).
     """
 
     def __init__(
@@ -142,6 +146,8 @@ class ControlledStep(StepRoutes):
         asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         step_id: str = "step",
         interactive: bool = True,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         # A str is iterable too: take it whole, so the error names "gpt", not its first letter.
         group = [models] if isinstance(models, ModelBackend | str) else list(models)
@@ -179,6 +185,7 @@ class ControlledStep(StepRoutes):
         self.step_id = step_id
         self.interactive = interactive
         self.emitter = Emitter(log)
+        self.classifier = error_classifier(retry_on=retry_on, classify=classify)
         self.engine = AttemptEngine(
             policy=self.policy,
             backoff=self.backoff.for_retry,
@@ -290,6 +297,7 @@ class ControlledStep(StepRoutes):
             schedule=self.schedule,
             ledgers=[att.ledger] if self.run_ledger is None else [att.ledger, self.run_ledger],
             prices=self.prices,
+            classifier=self.classifier,
         )
 
     def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:

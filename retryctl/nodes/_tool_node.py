@@ -37,6 +37,7 @@ from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest, 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker, Clock, Ledger, Policy, StepLedger
 from retryctl.controller._clock import monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._journal import ToolJournal
 from retryctl.nodes._tool_ask import AskRound
@@ -63,7 +64,7 @@ class ControlledToolNode(ToolNode):
     ``groups`` maps a group name to equivalent tools in the order to try them (``{"arithmetic":
     [calculator, python]}``); their tools are added to the node. ``adapters``, ``validators``,
     ``policy``, ``breaker``, ``ledger``, ``log``, ``journal``, ``backoff``, ``sleep``, ``asleep``,
-    ``clock``, ``timeout_s``, ``result_key`` and ``stream_events`` are those of
+    ``clock``, ``timeout_s``, ``result_key``, ``stream_events``, ``retry_on`` and ``classify`` are those of
     :class:`~retryctl.nodes.ControlledToolCalls` (read its constructor's docstring).
 
     The journal knows a call by its thread, task and tool-call id, so a resumed run must replay the
@@ -105,6 +106,8 @@ class ControlledToolNode(ToolNode):
         timeout_s: float | None = None,
         result_key: str | None = None,
         stream_events: bool = False,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         members = [t for group in (groups or {}).values() for t in group]
         seen = {t.name for t in tools if isinstance(t, BaseTool)}
@@ -149,6 +152,8 @@ class ControlledToolNode(ToolNode):
             handle_tool_errors=handle_tool_errors,
             messages_key=messages_key,
             result_key=result_key,
+            retry_on=retry_on,
+            classify=classify,
         )
         self.controller = self.calls.controller
 
