@@ -19,8 +19,10 @@ and ``anthropic`` (:mod:`._error_sdk`). A program that never loaded a library ra
 and the controller stays importable without any of them. Any other exception carrying an HTTP status
 (``status_code``, ``status`` or a ``response`` with one) is judged by it (:mod:`._error_http`).
 
-An exception's own word wins over its type: ``is_retryable`` (langchain-core's ``ModelError`` has it)
-``True`` makes it transient, ``False`` makes a transient one terminal.
+An exception's own retryability mark is honoured: ``is_retryable`` (langchain-core's ``ModelError`` and
+its provider subclasses have it) ``False`` makes a transient error terminal; ``True`` makes transient
+an error nothing else recognised, but does not overrule what a response said (the mark is often the
+class's, as on ``ModelRateLimitError``, while OpenAI's 429 ``insufficient_quota`` is terminal).
 
 **An exception nobody recognises is terminal** (``default=`` changes it), after looking at its explicit
 cause (``raise ToolError(...) from err`` is judged by ``err``). Once the network's and the SDKs' faults
@@ -149,19 +151,17 @@ def _apply(rule: Rule, exc: BaseException, now: Callable[[], float]) -> Classifi
 
 
 def _marked(exc: BaseException, found: Classification | None, retryable: bool) -> Classification:
-    """``found`` with the exception's own ``is_retryable`` mark applied: it knows best whether it is."""
-    said = f"{found.reason}; " if found is not None else ""
-    wait = found.retry_after_s if found is not None else None
-    status = found.status_code if found is not None else None
-    if retryable:
-        if found is not None and found.retryable:
-            return found
-        return make(
-            exc, ErrorClass.TRANSIENT, f"{said}marked retryable", retry_after_s=wait, status_code=status
-        )
-    if found is not None and not found.retryable:
+    """``found`` with the exception's own ``is_retryable`` mark applied (see the module docstring)."""
+    if found is None:
+        return make(exc, ErrorClass.TRANSIENT if retryable else ErrorClass.TERMINAL, _MARK[retryable])
+    if retryable or not found.retryable:
+        # A mark of True is often class-wide (langchain-core's ModelRateLimitError): it does not
+        # overrule what the response itself said (OpenAI's 429 "insufficient_quota").
         return found
-    return make(exc, ErrorClass.TERMINAL, f"{said}marked not retryable", status_code=status)
+    return make(exc, ErrorClass.TERMINAL, f"{found.reason}; {_MARK[False]}", status_code=found.status_code)
+
+
+_MARK = {True: "marked retryable (is_retryable)", False: "marked not retryable (is_retryable)"}
 
 
 def _network(exc: BaseException, reason: str) -> Classification:
