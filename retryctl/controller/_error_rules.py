@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from retryctl.controller._error_class import Classification, ErrorClass, make
-from retryctl.controller._errors import classify
+from retryctl.controller._errors import classify as _classify
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, BudgetExceeded, ConfigError, RetryctlError
 
 __all__ = ["Classifier", "ClassifyHook", "RetryOn", "error_classifier"]
@@ -55,12 +55,8 @@ def error_classifier(*, retry_on: RetryOn | None = None, classify: ClassifyHook 
     if classify is not None:
         _check_callable("classify", classify, "a function of the exception returning an ErrorClass")
     if retry_on is None and classify is None:
-        return _default
+        return _classify
     return _Rules(types=types, predicate=predicate, hook=classify)
-
-
-def _default(exc: BaseException) -> Classification:
-    return classify(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +66,7 @@ class _Rules:
     hook: ClassifyHook | None
 
     def __call__(self, exc: BaseException) -> Classification:
-        found = classify(exc)
+        found = _classify(exc)
         if isinstance(exc, _OWN) or not isinstance(exc, Exception):
             return found
         raised = _outside(exc)
