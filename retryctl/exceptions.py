@@ -60,7 +60,8 @@ class RetryctlError(Exception):
 
     error_class: ClassVar[str | None] = None
     """How ``classify`` treats this error: ``transient``, ``validation``, ``semantic``, ``terminal``, or
-    ``None`` to let the classifier decide (retryctl errors it does not know are terminal)."""
+    ``None`` to let the classifier decide (retryctl errors it does not know are terminal, but a
+    ``RuntimeFailure`` raised from another exception is judged by that exception)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exception's own pickling calls ``cls(*self.args)``, which a keyword-only constructor

@@ -45,6 +45,7 @@ from retryctl.controller._engine import (
     Sleep,
     run_check,
 )
+from retryctl.controller._error_rules import ClassifyHook, RetryOn, error_classifier
 from retryctl.controller._errors import Classification, ErrorClass, classify, parse_retry_after
 from retryctl.controller._evidence import NEAR_GREEDY, Repeats
 from retryctl.controller._ledger import Exhaustion, Ledger, LedgerSnapshot, Reservation, StepLedger
@@ -100,6 +101,7 @@ __all__ = [
     "Calibration",
     "CalibrationCurve",
     "Classification",
+    "ClassifyHook",
     "Clock",
     "DifficultyBudget",
     "EquivalenceLike",
@@ -126,6 +128,7 @@ __all__ = [
     "Repeats",
     "Request",
     "Reservation",
+    "RetryOn",
     "Signal",
     "Sleep",
     "StepLedger",
@@ -146,6 +149,7 @@ __all__ = [
     "cross_member",
     "decide",
     "default_equivalence",
+    "error_classifier",
     "extract_answer_is",
     "extract_boxed",
     "extract_last_line",

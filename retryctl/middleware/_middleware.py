@@ -32,6 +32,7 @@ from retryctl.controller import (
     PriceTable,
 )
 from retryctl.controller._clock import monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn, error_classifier
 from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import read_record
 from retryctl.middleware._config import MiddlewareArguments, check_fallbacks, group_tools
@@ -156,6 +157,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         clock: Clock = monotonic,
         sleep: Callable[[float], None] | None = None,
         asleep: Callable[[float], Awaitable[None]] | None = None,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         """Every argument is optional and keyword-only.
 
@@ -201,12 +204,19 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
           call as a stop instead of interrupting.
         - ``backoff``, ``clock``, ``sleep``, ``asleep``: waits and time, injectable so tests never wait
           (a ``sleep`` given alone also serves the async hooks, in a worker thread).
+        - ``retry_on``: the exceptions to retry, as LangChain's ``ToolRetryMiddleware`` and
+          ``ModelRetryMiddleware`` take them (a tuple of exception classes, or a predicate of the
+          exception), for tool and model calls alike; one it does not match is never retried (a transient
+          one becomes terminal: a switch, or ``on_failure``). ``classify``: a function of the exception
+          returning an :class:`~retryctl.controller.ErrorClass`, or ``None`` for the default
+          (:func:`~retryctl.controller.error_classifier`).
 
         The arguments ``ControlledToolNode`` and ``ControlledStep`` take too have the same names and
         meaning there, and are checked the same way (``retryctl.nodes._arguments``): a wrong one is a
         :class:`~retryctl.exceptions.ConfigError` naming it, raised here.
         """
         super().__init__()
+        classifier = error_classifier(retry_on=retry_on, classify=classify)
         if on_failure not in ("continue", "error"):
             raise ConfigError(field="on_failure", value=on_failure, problem="must be 'continue' or 'error'")
         args = check_arguments(
@@ -248,6 +258,8 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             "timeout_s": timeout_s,
             # An error that ends a call becomes ToolNode's error message, or is raised.
             "handle_tool_errors": on_failure == "continue",
+            "retry_on": retry_on,
+            "classify": classify,
         }
         # Checked now, where the fields can be named, not at the first tool call inside a run.
         self._tool_calls: dict[frozenset[str], ToolCalls] = {}
@@ -282,6 +294,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             sample_final=sample_final,
             equivalence=equivalence,
             on_failure=on_failure,
+            classifier=classifier,
         )
 
     # -- runs ---------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from retryctl.controller import (
     classify,
 )
 from retryctl.controller._breaker import counts_against
+from retryctl.controller._error_rules import Classifier
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
 from retryctl.middleware._client_retries import without_client_retries
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
@@ -92,6 +93,7 @@ class ModelCalls:
         sample_final: bool,
         equivalence: EquivalenceLike | None,
         on_failure: str = "continue",
+        classifier: Classifier = classify,
     ) -> None:
         self.fallbacks = fallbacks
         self._called = {key: without_client_retries(model) for key, model in fallbacks.items()}
@@ -107,6 +109,7 @@ class ModelCalls:
         self.sample_final = sample_final
         self.equivalence = as_equivalence(equivalence)
         self.on_failure = on_failure
+        self.classifier = classifier
         self._last_group: tuple[BaseChatModel, dict[str, BaseChatModel]] | None = None
         """The members of the last model group built (read-only once built; see :meth:`_group`)."""
 
@@ -245,7 +248,7 @@ class ModelCalls:
             evidence = field_errors(invalid) if invalid is not None else str(exc.source)
             check = ValidatorResult(f"structured_output:{exc.tool_name}", False, evidence)
             return _Tried(judge(validators=[check]), ModelResponse(result=[exc.ai_message]))
-        error = classify(exc)
+        error = self.classifier(exc)
         if breaker is not None and counts_against(error, exc):
             fault = breaker.report(target, failed=True)
             if fault is not None:

@@ -6,6 +6,7 @@
         │   └── BackendTimeout          no complete answer within the timeout
         ├── MalformedResponse           the server answered, but not with a usable completion
         └── TerminalBackendError        retrying the same call cannot help: 4xx, auth, unknown model
+            ├── UnclassifiedBackendError  an error the backend does not know (the controller judges its cause)
             ├── UnsupportedParameter    the server refuses a parameter it does not support (any status)
             ├── BackendUnavailable      the backend cannot run here (e.g. the ``local`` extra is missing)
             └── ReplayExhausted         a replay backend has no recorded sample left for a question
@@ -106,6 +107,15 @@ class MalformedResponse(BackendError):
 
 class TerminalBackendError(BackendError):
     """A failure that the same call will meet again: bad request, authentication, unknown model."""
+
+
+class UnclassifiedBackendError(TerminalBackendError):
+    """A failure of a model's own client that the backend does not know (a LangChain chat model of any
+    provider raises its SDK's errors): terminal to the backend's own retries, but it declares no
+    ``error_class``, so ``retryctl.controller.classify`` judges it by its cause (an anthropic connection
+    error, a gRPC UNAVAILABLE, a ``requests`` timeout are transient)."""
+
+    error_class: ClassVar[str | None] = None
 
 
 class UnsupportedParameter(TerminalBackendError):

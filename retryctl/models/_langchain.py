@@ -24,6 +24,7 @@ from retryctl.models._errors import (
     MalformedResponse,
     TerminalBackendError,
     TransientBackendError,
+    UnclassifiedBackendError,
 )
 from retryctl.models._messages import MessagesLike, normalise_messages
 from retryctl.models._openai_wire import translate_error
@@ -104,9 +105,9 @@ def _classify(exc: Exception, backend: str) -> BackendError:
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(status, int) and (status == 429 or status >= 500):
         return TransientBackendError(message, backend=backend, status_code=status)
-    return TerminalBackendError(
-        message, backend=backend, status_code=status if isinstance(status, int) else None
-    )
+    if isinstance(status, int):
+        return TerminalBackendError(message, backend=backend, status_code=status)
+    return UnclassifiedBackendError(message, backend=backend)  # the controller reads its cause
 
 
 class LangChainBackend(BackendBase):

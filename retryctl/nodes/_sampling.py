@@ -50,6 +50,7 @@ from retryctl.controller import (
     weakest_span,
 )
 from retryctl.controller import Usage as BudgetUsage
+from retryctl.controller._error_rules import Classifier
 from retryctl.controller.stopping import fewest_more, group_floor
 from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
@@ -296,6 +297,7 @@ def sampling(
     ledgers: Sequence[Ledger | StepLedger],
     prices: PriceTable | None = None,
     output_limit: OutputLimit | None = None,
+    classifier: Classifier = classify,
 ) -> Generator[DrawRequest, list[Candidate], SampleOutcome]:
     """The sampling loop of one attempt; drive it with :func:`run_sync` or :func:`run_async`.
 
@@ -303,7 +305,8 @@ def sampling(
     yielded, its output tokens at ``output_limit(params)`` a sample (the backend's ``output_limit``:
     a chat model's own ``max_tokens``), or ``params.max_tokens`` without one. A refused first draw
     ends the attempt as exhausted; a refused later draw ends sampling early and the attempt is judged
-    on the samples it has.
+    on the samples it has. A failed draw is classified by ``classifier`` (the step's
+    ``retry_on``/``classify``, or :func:`~retryctl.controller.classify`).
     """
     out = SampleOutcome()
     votes = _Votes()
@@ -347,7 +350,7 @@ def sampling(
             for r in held:
                 r.commit(BudgetUsage(attempts=1))
             charge.report(out)
-            out.error = classify(exc)
+            out.error = classifier(exc)
             return out
         charge.report(out)
         for r in held:

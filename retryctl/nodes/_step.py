@@ -39,6 +39,7 @@ from retryctl.controller import (
 )
 from retryctl.controller._breaker import counts_against
 from retryctl.controller._clock import ShiftedClock, monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn, error_classifier
 from retryctl.exceptions import BreakerOpen, BreakerStoreError, ConfigError
 from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
@@ -125,7 +126,10 @@ class ControlledStep(StepRoutes):
     ``clock`` are injectable so tests never wait (a ``sleep`` given alone also serves ``ainvoke``, in a
     worker thread). With ``interactive=False`` (nobody can answer: a batch job, CI) an ``ask_user``
     verdict ends the step with status ``needs_user`` instead of pausing it with ``interrupt()``.
-    Every argument is checked here (:mod:`retryctl.nodes._arguments`): a wrong one is a
+    ``retry_on`` (exception classes or a predicate, LangChain's meaning: what does not match is never
+    retried) and ``classify`` (a function of the exception returning an ``ErrorClass``, or ``None`` for
+    the default) judge a failed draw (see :func:`~retryctl.controller.error_classifier`). Every argument
+    is checked here (:mod:`retryctl.nodes._arguments`): a wrong one is a
     :class:`~retryctl.exceptions.ConfigError` naming it.
     """
 
@@ -149,6 +153,8 @@ class ControlledStep(StepRoutes):
         asleep: Callable[[float], Awaitable[None]] | None = None,
         step_id: str = "step",
         interactive: bool = True,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         # Checked here, where the field can be named, not at the first draw deep inside a graph run.
         group = model_backends(models)
@@ -187,6 +193,7 @@ class ControlledStep(StepRoutes):
         self.step_id = step_id
         self.interactive = interactive
         self.emitter = Emitter(args.log)
+        self.classifier = error_classifier(retry_on=retry_on, classify=classify)
         self.engine = AttemptEngine(
             policy=self.policy,
             backoff=self.backoff.for_retry,
@@ -299,6 +306,7 @@ class ControlledStep(StepRoutes):
             ledgers=[att.ledger] if self.run_ledger is None else [att.ledger, self.run_ledger],
             prices=self.prices,
             output_limit=getattr(att.backend, "output_limit", None),
+            classifier=self.classifier,
         )
 
     def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:

@@ -36,6 +36,7 @@ from retryctl.controller import (
 from retryctl.controller._breaker import StoreFault, counts_against
 from retryctl.controller._clock import monotonic
 from retryctl.controller._engine import Backoff, evolve
+from retryctl.controller._error_rules import Classifier
 from retryctl.exceptions import BreakerOpen, BreakerStoreError
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import ToolJournal, dump_result, load_result
@@ -96,6 +97,7 @@ class ToolCallController(ToolOutcomes):
         result_key: str | None,
         backoff: Backoff,
         clock: Clock = monotonic,
+        classifier: Classifier = classify,
     ) -> None:
         self.tools = tools
         self.groups = groups
@@ -110,6 +112,7 @@ class ToolCallController(ToolOutcomes):
         self.messages_key = messages_key
         self.result_key = result_key
         self.clock = clock
+        self.classifier = classifier
         # A refine goes back to the model that wrote the arguments; an extension grants one more call.
         self.engine = AttemptEngine(
             policy=policy, backoff=backoff, refine_in_place=False, grant={"attempts": 1.0}
@@ -271,7 +274,8 @@ class ToolCallController(ToolOutcomes):
         if isinstance(exc, _Refused):
             st.error = None
             return self._decide(st, exhausted=exc.exhaustion)
-        error = classify(exc)
+        # An error message the tool returned is its report of bad input (a refine), whatever retry_on says.
+        error = classify(exc) if isinstance(exc, _ToolReportedError) else self.classifier(exc)
         # The error a call may end on as ToolNode would end it: not a refusal (an open breaker, a store
         # failing closed), and not a transient fault, which is the controller's own business (retried,
         # switched, and when nothing is left stopped with its message, as a spent budget is).

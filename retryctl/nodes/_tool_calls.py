@@ -39,6 +39,7 @@ from retryctl.controller import (
     Verdict,
 )
 from retryctl.controller._clock import monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn, error_classifier
 from retryctl.exceptions import ConfigError
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
@@ -111,6 +112,8 @@ class ControlledToolCalls:
         handle_tool_errors: HandleToolErrors = DEFAULT_HANDLE_TOOL_ERRORS,
         messages_key: str = "messages",
         result_key: str | None = None,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         """Everything a controlled call needs; every argument but ``tools`` is optional.
 
@@ -144,11 +147,18 @@ class ControlledToolCalls:
           (a refine) and, when it ends the call, returned as it is.
         - ``messages_key``: the state key of the messages (to count this turn's refines);
           ``result_key``: also write each call's typed result to that state key (through a ``Command``).
+        - ``retry_on``: the exceptions to retry, as LangChain's ``ToolRetryMiddleware`` takes them (a
+          tuple of exception classes, or a predicate of the exception); one it does not match is never
+          retried (a transient one is terminal: a switch, or the end of the call). ``classify``: a
+          function of the exception returning an :class:`~retryctl.controller.ErrorClass` (or a
+          ``Classification``), or ``None`` for the default. Both are read by
+          :func:`~retryctl.controller.error_classifier`.
 
         ``wrap`` and ``awrap`` may run concurrently for the calls of one step; one instance serves
         any number of graphs and runs.
         """
         by_name, order = _members(tools, groups)
+        classifier = error_classifier(retry_on=retry_on, classify=classify)
         policy = policy or TOOL_POLICY
         if not policy.weights.get("validators", 0.0) > 0:
             raise ConfigError(
@@ -181,6 +191,7 @@ class ControlledToolCalls:
             result_key=result_key,
             backoff=self.backoff.for_retry,
             clock=clock,
+            classifier=classifier,
         )
 
     def with_ledger(self, ledger: Ledger | StepLedger | None) -> ControlledToolCalls:

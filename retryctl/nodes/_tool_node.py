@@ -37,6 +37,7 @@ from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest, 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker, Budget, Clock, Ledger, Policy, StepLedger
 from retryctl.controller._clock import monotonic
+from retryctl.controller._error_rules import ClassifyHook, RetryOn
 from retryctl.exceptions import ConfigError
 from retryctl.nodes._arguments import DriverArguments, check_arguments, open_log, waits
 from retryctl.nodes._backoff import WaitRetryAfter
@@ -116,6 +117,8 @@ class ControlledToolNode(ToolNode):
         result_key: str | None = None,
         stream_events: bool = False,
         ledger: Ledger | StepLedger | None = None,
+        retry_on: RetryOn | None = None,
+        classify: ClassifyHook | None = None,
     ) -> None:
         if ledger is not None:
             warnings.warn(
@@ -193,6 +196,8 @@ class ControlledToolNode(ToolNode):
             handle_tool_errors=handle_tool_errors,
             messages_key=messages_key,
             result_key=result_key,
+            retry_on=retry_on,
+            classify=classify,
         )
         self.controller = self.calls.controller
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -77,8 +78,14 @@ def cut_connection() -> Reply:
     return Reply("cut")
 
 
+def reset() -> Reply:
+    """Read the request, then reset the connection (a TCP RST: the client sees ECONNRESET)."""
+    return Reply("reset")
+
+
 class FaultServer:
-    """Pops one scripted :class:`Reply` per request (then answers ``ok``); records request bodies."""
+    """Pops one scripted :class:`Reply` per request, GET or POST (then answers ``ok``); records request
+    bodies (a body that is not JSON as ``{"raw": text}``)."""
 
     def __init__(self) -> None:
         self.script: deque[Reply] = deque()
@@ -103,11 +110,17 @@ class FaultServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
-                request = json.loads(self.rfile.read(length) or b"{}")
+                data = self.rfile.read(length) or b"{}"
+                try:
+                    request = json.loads(data)
+                except ValueError:
+                    request = {"raw": data.decode(errors="replace")}
                 server.requests.append(request)
                 reply = server.script.popleft() if server.script else Reply()
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._reply(reply, request)
+
+            do_GET = do_POST
 
             def _reply(self, reply: Reply, request: dict[str, Any]) -> None:
                 if reply.kind == "ok":
@@ -118,6 +131,11 @@ class FaultServer:
                 elif reply.kind == "hang":
                     server.release.wait(timeout=30)
                     self.close_connection = True
+                elif reply.kind == "reset":
+                    # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    self.connection.close()
                 elif reply.kind == "cut":
                     body = completion(1)
                     self.send_response(200)

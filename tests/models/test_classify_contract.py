@@ -47,3 +47,26 @@ class TestCapabilityErrorsClassify:
         assert classify(refused).error_class is ErrorClass.TERMINAL
         plain = openai.BadRequestError("bad", response=httpx2.Response(400, request=request), body={})
         assert classify(plain).error_class is ErrorClass.VALIDATION
+
+
+class TestUnclassifiedBackendErrors:
+    def test_an_error_the_backend_does_not_know_is_judged_by_its_cause(self):
+        # What a LangChain chat model of another provider raises, wrapped by LangChainBackend.
+        import anthropic
+
+        from retryctl.models._langchain import _classify
+
+        request = httpx2.Request("POST", "http://127.0.0.1:1/v1/messages")
+        for cause, expected in [
+            (anthropic.APIConnectionError(request=request), ErrorClass.TRANSIENT),
+            (RuntimeError("model deleted"), ErrorClass.TERMINAL),
+        ]:
+            try:
+                try:
+                    raise cause
+                except Exception as err:
+                    raise _classify(err, "langchain:claude") from err
+            except Exception as wrapped:
+                got = classify(wrapped)
+            assert got.error_class is expected, got
+            assert type(cause).__name__ in got.reason

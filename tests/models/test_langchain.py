@@ -24,6 +24,7 @@ from retryctl.models import (
     openai_style_kwargs,
     stop_only_kwargs,
 )
+from retryctl.models._errors import UnclassifiedBackendError
 from retryctl.models._langchain import _classify
 from tests.models.conftest import needs_llama
 
@@ -94,7 +95,7 @@ class TestLangChainBackend:
         assert isinstance(_classify(TimeoutError("slow"), "b"), BackendTimeout)
         assert isinstance(_classify(ConnectionResetError("gone"), "b"), TransientBackendError)
         odd = RuntimeError("boom")
-        assert type(_classify(odd, "b")) is TerminalBackendError
+        assert type(_classify(odd, "b")) is UnclassifiedBackendError
 
         class Status(Exception):
             status_code = 503
