@@ -18,13 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from pydantic import ValidationError
-from scipy.optimize import isotonic_regression
 
 from retryctl.controller import Calibration, CalibrationCurve
 from retryctl.controller._calibration import ANY_MEMBER
-from retryctl.exceptions import ConfigError
+from retryctl.exceptions import ConfigError, MissingExtra
 
 __all__ = ["Outcome", "fit_calibration", "fit_curve", "load_calibration", "save_calibration", "split_of"]
 
@@ -50,6 +48,13 @@ def fit_curve(raw: Sequence[float], correct: Sequence[bool]) -> CalibrationCurve
         raise ValueError(f"{len(raw)} confidences but {len(correct)} outcomes")
     if not raw:
         raise ValueError("no graded outcomes to fit on")
+    # Imported here, not above: reading and saving a calibration file needs neither (`retryctl eval
+    # --calibration` runs without the `calibration` extra); only the fit does.
+    try:
+        import numpy as np
+        from scipy.optimize import isotonic_regression
+    except ModuleNotFoundError as exc:
+        raise MissingExtra(feature="fitting a calibration", extra="calibration", module=exc.name) from exc
     xs = np.asarray(raw, dtype=float)
     ys = np.asarray(correct, dtype=float)
     # One point per distinct raw value, weighted by how many outcomes share it.
