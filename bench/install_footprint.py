@@ -75,11 +75,16 @@ def _tree_bytes(folder: Path) -> int:
 def install(project: Path, where: Path) -> Install:
     """A fresh environment under ``where`` with ``project`` installed (no extras), counted and sized."""
     env = where / "venv"
-    venv.EnvBuilder(with_pip=True, clear=True).create(env)
     python = env / "bin" / "python"
-    started = time.monotonic()
-    _run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", project)
-    print(f"  installed {project} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    marker = where / "installed-from"
+    if marker.is_file() and marker.read_text() == str(project):
+        print(f"  reusing {env} (--keep): {project} is installed there", file=sys.stderr)
+    else:
+        venv.EnvBuilder(with_pip=True, clear=True).create(env)
+        started = time.monotonic()
+        _run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", project)
+        print(f"  installed {project} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        marker.write_text(str(project))
     found = Install(project=project, python=python)
     found.distributions = json.loads(_run(python, "-I", "-c", _COUNT))
     sites = {Path(p) for p in json.loads(_run(python, "-I", "-c", _SITE))}
@@ -105,7 +110,9 @@ def main() -> None:
     parser.add_argument("projects", nargs="+", type=Path, help="retryctl checkouts to install")
     parser.add_argument("--runs", type=int, default=7, help="timed imports of each module, after a warm-up")
     parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
-    parser.add_argument("--keep", type=Path, help="make the environments here and keep them (not in /tmp)")
+    parser.add_argument(
+        "--keep", type=Path, help="make the environments here and keep them; a later run reuses them"
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be >= 1")
