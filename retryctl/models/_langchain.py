@@ -93,7 +93,7 @@ def _classify(exc: Exception, backend: str) -> BackendError:
     if isinstance(exc, BackendError):
         return exc
     # openai is looked up, not imported (as retryctl.controller._errors does): a program that never
-    # loaded it raised none of its errors, and a LangChain agent should not pay its import (0.5 s).
+    # loaded it raised none of its errors, and a LangChain agent should not pay for its import.
     openai = sys.modules.get("openai")
     if openai is not None and isinstance(exc, openai.OpenAIError):
         from retryctl.models._openai_wire import translate_error
