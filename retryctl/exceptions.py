@@ -15,13 +15,15 @@ wrong and must change their code or input; a *runtime failure* is something outs
     │   └── FileFormatError           a line of an input file is malformed: names the file and line
     │       ├── BankFormatError       ... of a sample bank
     │       └── TaskFormatError       ... of a batch task or results file
-    └── RuntimeFailure                (something outside broke)
-        ├── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
-        ├── BackendError              a model call failed (subtree in retryctl.models: transient,
-        │                             malformed response, terminal; each declares its error_class)
-        ├── SandboxUnavailable        no isolating sandbox tier can run here (and unsafe=True was not given)
-        ├── SandboxError              the sandbox itself failed to start or answer (never the job's failure)
-        └── BreakerStoreError         a circuit breaker's store (Redis, SQLite) could not be read or written
+    ├── RuntimeFailure                (something outside broke)
+    │   ├── LogIntegrityError         a decision log's hash chain is broken: names the first bad record
+    │   ├── BackendError              a model call failed (subtree in retryctl.models: transient,
+    │   │                             malformed response, terminal; each declares its error_class)
+    │   ├── SandboxUnavailable        no isolating sandbox tier can run here (and unsafe=True was not given)
+    │   ├── SandboxError              the sandbox itself failed to start or answer (never the job's failure)
+    │   └── BreakerStoreError         a circuit breaker's store (Redis, SQLite) could not be read or written
+    └── MissingExtra                  (an ImportError too) a feature needs an extra of ``pip install
+                                      retryctl`` that is not installed: names the extra
 
 A retryctl error may declare how ``retryctl.controller.classify`` should treat it through the class
 attribute ``error_class`` (``"transient"``, ``"validation"``, ``"semantic"`` or ``"terminal"``); ``None``
@@ -44,6 +46,7 @@ __all__ = [
     "ControlSignal",
     "FileFormatError",
     "LogIntegrityError",
+    "MissingExtra",
     "RetryctlError",
     "RuntimeFailure",
     "SandboxError",
@@ -262,3 +265,19 @@ class BreakerStoreError(RuntimeFailure):
         self.operation = operation
         self.problem = problem
         super().__init__(f"breaker store {store} failed ({operation}): {problem}")
+
+
+class MissingExtra(RetryctlError, ImportError):
+    """A feature needs an optional extra of ``pip install retryctl`` that is not installed.
+
+    ``feature`` names what was asked for (``retryctl serve``, ``OpenAIBackend``), ``extra`` the extra
+    that carries it (``gateway``, ``openai``; the list is in ``retryctl._extras``), ``module`` the module
+    that could not be imported. An :class:`ImportError`, so ``except ImportError`` around an optional
+    import still catches it.
+    """
+
+    def __init__(self, *, feature: str, extra: str, module: str | None = None) -> None:
+        self.feature = feature
+        self.extra = extra
+        self.module = module
+        super().__init__(f"{feature} needs the {extra!r} extra: pip install 'retryctl[{extra}]'")

@@ -26,6 +26,7 @@ ERRORS: list[BaseException] = [
     exceptions.SandboxUnavailable(wanted="auto", reasons={"bwrap": "not installed"}),
     exceptions.SandboxError(tier="bwrap", problem="worker exited"),
     exceptions.BreakerStoreError(store="redis://127.0.0.1:1/0", operation="get", problem="refused"),
+    exceptions.MissingExtra(feature="retryctl serve", extra="gateway", module="starlette"),
     PathError(path="/tmp/x.jsonl", what="decision log", problem="is a directory"),
     CalculatorError("unknown name", token="x", column=3),
     backend_errors.BackendError("HTTP 401: bad key", backend="m", status_code=401, attempts=1),

@@ -225,7 +225,7 @@ BANKS = {
 
 EXCEPTIONS = {
     "BankFormatError", "BreakerOpen", "BreakerStoreError", "BudgetExceeded", "ConfigError", "ControlSignal",
-    "FileFormatError", "LogIntegrityError", "RetryctlError", "RuntimeFailure", "SandboxError",
+    "FileFormatError", "LogIntegrityError", "MissingExtra", "RetryctlError", "RuntimeFailure", "SandboxError",
     "SandboxUnavailable", "SemanticError", "TaskFormatError", "UnknownPolicyError", "UsageError",
 }  # fmt: skip
 

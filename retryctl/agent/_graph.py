@@ -26,7 +26,7 @@ from retryctl.agent._prompts import demo_equivalence
 from retryctl.audit import DecisionLog
 from retryctl.controller import LIMIT_NAMES, Budget, Calibration, Clock, Policy
 from retryctl.exceptions import ConfigError
-from retryctl.models import EmbeddedBackend, ModelBackend, OpenAIBackend, RetrySettings
+from retryctl.models import EmbeddedBackend, ModelBackend, RetrySettings
 from retryctl.nodes import ControlledStep, SamplingSchedule, StepVerdict, WaitRetryAfter
 from retryctl.nodes._events import run_id_from_config
 from retryctl.nodes._runnable import twin_node
@@ -135,6 +135,8 @@ def demo_model(
         return EmbeddedBackend(n_threads=n_threads, n_ctx=1024)
     if not model_name:
         raise ConfigError(field="model_name", value=model_name, problem="name the served model")
+    from retryctl.models import OpenAIBackend  # the `openai` extra: the offline demo runs without it
+
     return OpenAIBackend(
         model=model_name,
         base_url=base_url,

@@ -40,7 +40,7 @@ from retryctl.batch import (
     summarise_results,
 )
 from retryctl.cli._logs import TORN_TAIL, open_verified
-from retryctl.cli._model_check import require_embedded_build
+from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
 
 __all__ = ["batch"]
@@ -256,6 +256,8 @@ def batch(
     tasks, pending = _pending(tasks_path, out, resume=resume)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
         require_embedded_build()  # the demo agent offline: a native crash would kill every task
+    elif pending and graph_spec == DEFAULT_GRAPH:
+        require_extra("openai", "retryctl batch --base-url")
     _check_checkpoints(checkpoints, resume=resume)
     try:
         config = BatchConfig(

@@ -41,6 +41,9 @@ def calibrate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Fit a map from raw fused confidence to P(correct) on graded runs; ECE before and after, held out."""
+    from retryctl.cli._model_check import require_extra
+
+    require_extra("calibration", "retryctl calibrate")
     from retryctl.batch import read_results
     from retryctl.evals import Outcome, brier, ece, fit_calibration, save_calibration, split_of
 

@@ -23,7 +23,7 @@ from rich.prompt import Prompt
 from retryctl._log import one_line
 from retryctl.audit import DecisionLog, verify_log
 from retryctl.cli._logs import open_verified
-from retryctl.cli._model_check import require_embedded_build
+from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import LogIntegrityError, UsageError
 
 __all__ = ["EXIT_CODES", "demo"]
@@ -212,6 +212,8 @@ def _check_setup(
             raise typer.Exit(_SETUP_EXIT) from None
     if base_url is None:
         require_embedded_build()
+    else:
+        require_extra("openai", "retryctl demo --base-url")
 
 
 def _open_log(path: Path) -> DecisionLog:

@@ -65,7 +65,7 @@ def _check_model(console: Console, threads: int | None) -> str | None:
     First in a child process: a llama.cpp built for instructions this CPU cannot run dies with SIGILL,
     which would end doctor itself without a word. Only a build that survived it is loaded here.
     """
-    # openai and llama.cpp load only when doctor runs, not with every `retryctl` command.
+    # llama.cpp loads only when doctor runs, not with every `retryctl` command.
     from retryctl.models import EmbeddedBackend, SamplingParams, check_embedded_build
 
     check = check_embedded_build(refresh=True)

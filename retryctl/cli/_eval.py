@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
-from retryctl.cli._model_check import require_embedded_build
+from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ def eval_(
             check_output(html, what="--html page", inputs=[(tasks_path, "task file"), *results])
         except PathError as exc:
             _fail(str(exc))
+    if base_url is not None:
+        require_extra("openai", "retryctl eval --base-url")
     try:
         policy = _policy(calibration, base_url)
         model = demo_model(base_url, model_name)

@@ -1,17 +1,21 @@
-"""Before a command relies on the embedded model: does its llama.cpp build run on this CPU?
+"""Before a command relies on the embedded model (does its llama.cpp build run on this CPU?) or on an
+extra of ``pip install retryctl`` (is it installed?).
 
-``retryctl demo`` and ``retryctl batch`` (offline, on the default graph) check once per installed build
-(the answer is cached) and exit with a ``problem:`` line instead of dying with SIGILL halfway through.
+``retryctl demo`` and ``retryctl batch`` (offline, on the default graph) check the build once per
+installed build (the answer is cached) and exit with a ``problem:`` line instead of dying with SIGILL
+halfway through. A command that needs an extra (``serve``, ``calibrate``, ``--base-url``) checks it
+first and exits with one ``problem:`` line naming it instead of a traceback's ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
 
 import typer
 
-__all__ = ["MODEL_EXIT", "require_embedded_build"]
+__all__ = ["MODEL_EXIT", "require_embedded_build", "require_extra"]
 
 MODEL_EXIT = 2
-"""The exit code when the embedded model cannot run here (a model that cannot be set up)."""
+"""The exit code when the embedded model cannot run here (a model that cannot be set up), or an extra
+the command needs is not installed."""
 
 
 def require_embedded_build() -> None:
@@ -23,3 +27,16 @@ def require_embedded_build() -> None:
     if not check.ok:
         typer.echo(f"problem: {check.problem}", err=True)
         raise typer.Exit(MODEL_EXIT)
+
+
+def require_extra(extra: str, command: str) -> None:
+    """Exit :data:`MODEL_EXIT` with one ``problem:`` line on stderr if ``extra`` is not installed:
+    ``problem: retryctl serve needs the 'gateway' extra: pip install 'retryctl[gateway]'``."""
+    from retryctl._extras import require_extra as check
+    from retryctl.exceptions import MissingExtra
+
+    try:
+        check(extra, feature=command)
+    except MissingExtra as exc:
+        typer.echo(f"problem: {exc}", err=True)
+        raise typer.Exit(MODEL_EXIT) from None

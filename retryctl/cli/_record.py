@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
-from retryctl.cli._model_check import require_embedded_build
+from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
@@ -43,9 +43,11 @@ def _tasks(path: Path) -> list[Task]:
         _fail(str(exc))
 
 
-def _backend(base_url: str | None, model_name: str | None) -> ModelBackend:
+def _backend(base_url: str | None, model_name: str | None, command: str) -> ModelBackend:
     from retryctl.agent._graph import demo_model
 
+    if base_url is not None:
+        require_extra("openai", f"retryctl {command} --base-url")
     try:
         model = demo_model(base_url, model_name)
     except ConfigError as exc:
@@ -192,7 +194,7 @@ def record(
     )
     done = _check_resume(out, plan)
     had = len(done)
-    backend = _backend(base_url, model_name)
+    backend = _backend(base_url, model_name, "record")
     written = _record_with_progress(tasks, backend, out, plan, label=f"recording {out.name}", done=done)
     typer.echo(f"{os.fspath(out)}: {had + written} tasks ({written} recorded now, {had} already there)")
 
@@ -294,7 +296,7 @@ def sweep(
             check_output(html, what="--html page", inputs=[(tasks_path, "task file")])
         except PathError as exc:
             _fail(str(exc))
-    backend = _backend(base_url, model_name)
+    backend = _backend(base_url, model_name, "sweep")
     for point, plan, ids in zip(points, plans, done, strict=True):
         _record_with_progress(tasks, backend, out / point.file_name, plan, label=point.label, done=ids)
     rows = [point_figures(p, out / p.file_name) for p in points]

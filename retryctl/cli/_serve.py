@@ -2,8 +2,8 @@
 
 On SIGTERM or Ctrl-C the gateway stops taking connections, finishes the requests in progress (for up to
 ``--graceful-timeout`` seconds), then ends by the signal, as uvicorn does (a shell sees 143 or 130).
-Exit code 2: bad settings (one ``problem:`` line naming the option) or an embedded model that cannot
-run on this CPU.
+Exit code 2: the ``gateway`` extra not installed, bad settings (one ``problem:`` line naming the
+option) or an embedded model that cannot run on this CPU.
 """
 
 from __future__ import annotations
@@ -85,6 +85,9 @@ def serve(
     ] = 75,
 ) -> None:
     """Serve an OpenAI-compatible API that samples adaptively ("adaptive": true) and proxies the rest."""
+    from retryctl.cli._model_check import require_extra
+
+    require_extra("gateway", "retryctl serve")
     from retryctl.gateway import GatewayConfig
     from retryctl.gateway._app import CONFIG_ENV
 

@@ -18,13 +18,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from pydantic import ValidationError
-from scipy.optimize import isotonic_regression
 
 from retryctl.controller import Calibration, CalibrationCurve
 from retryctl.controller._calibration import ANY_MEMBER
-from retryctl.exceptions import ConfigError
+from retryctl.exceptions import ConfigError, MissingExtra
+
+_NO_SCIPY: ModuleNotFoundError | None = None
+try:
+    import numpy as np
+    from scipy.optimize import isotonic_regression
+except ModuleNotFoundError as exc:  # the `calibration` extra: only the fit needs it, not the file
+    _NO_SCIPY = exc
 
 __all__ = ["Outcome", "fit_calibration", "fit_curve", "load_calibration", "save_calibration", "split_of"]
 
@@ -50,6 +55,10 @@ def fit_curve(raw: Sequence[float], correct: Sequence[bool]) -> CalibrationCurve
         raise ValueError(f"{len(raw)} confidences but {len(correct)} outcomes")
     if not raw:
         raise ValueError("no graded outcomes to fit on")
+    if _NO_SCIPY is not None:  # `retryctl eval --calibration FILE` reads a file without it
+        raise MissingExtra(
+            feature="fitting a calibration", extra="calibration", module=_NO_SCIPY.name
+        ) from _NO_SCIPY
     xs = np.asarray(raw, dtype=float)
     ys = np.asarray(correct, dtype=float)
     # One point per distinct raw value, weighted by how many outcomes share it.

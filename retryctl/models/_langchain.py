@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
@@ -27,7 +27,6 @@ from retryctl.models._errors import (
     UnclassifiedBackendError,
 )
 from retryctl.models._messages import MessagesLike, normalise_messages
-from retryctl.models._openai_wire import translate_error
 from retryctl.models._output_limit import output_token_limit
 from retryctl.models._types import Candidate, SamplingParams, TokenLogprob, ToolCall, Usage
 
@@ -95,7 +94,12 @@ def _logprobs(metadata: Mapping[str, Any]) -> tuple[TokenLogprob, ...] | None:
 def _classify(exc: Exception, backend: str) -> BackendError:
     if isinstance(exc, BackendError):
         return exc
-    if isinstance(exc, openai.OpenAIError):
+    # openai is looked up, not imported (as retryctl.controller._errors does): a program that never
+    # loaded it raised none of its errors, and a LangChain agent should not pay for its import.
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(exc, openai.OpenAIError):
+        from retryctl.models._openai_wire import translate_error
+
         return translate_error(exc, backend=backend)
     if isinstance(exc, TimeoutError):
         return BackendTimeout(f"{type(exc).__name__}: {exc}", backend=backend)

@@ -26,10 +26,14 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
-import openai
+from retryctl.exceptions import ConfigError, MissingExtra
+
+try:
+    import openai
+except ModuleNotFoundError as exc:  # the `openai` extra: the core install has no OpenAI client
+    raise MissingExtra(feature="OpenAIBackend", extra="openai", module=exc.name) from exc
 
 from retryctl._log import get_logger
-from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._errors import UnsupportedParameter
 from retryctl.models._messages import Message, MessagesLike, normalise_messages

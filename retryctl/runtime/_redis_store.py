@@ -36,14 +36,14 @@ from retryctl.controller._breaker_store import (
     summary,
 )
 from retryctl.controller._clock import Clock
-from retryctl.exceptions import BreakerStoreError
+from retryctl.exceptions import BreakerStoreError, MissingExtra
 
 try:
     import redis
     from redis.client import Pipeline
     from redis.typing import EncodableT, FieldT
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("RedisBreakerStore needs the redis package: pip install 'retryctl[workers]'") from exc
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+    raise MissingExtra(feature="RedisBreakerStore", extra="workers", module=exc.name) from exc
 
 __all__ = ["RedisBreakerStore"]
 
