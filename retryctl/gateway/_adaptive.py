@@ -151,6 +151,7 @@ async def decide_request(
             error=out.error,
             budget_used=snapshot.used,
             budget_limit=snapshot.limit,
+            budget_scope="step",  # the request's own ledger: one step
             exhausted=out.exhausted,
             breakers=breakers,
             notes=out.notes,

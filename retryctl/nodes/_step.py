@@ -391,6 +391,7 @@ class ControlledStep(StepRoutes):
             error=classification_from(control.get("error")),
             budget_used=state.get("usage", {}),
             budget_limit=self.limits(control.get("extra_budget", {})),
+            budget_scope="step",  # the step's own ledger (a run ledger given too is not the one logged)
             exhausted=exhaustion_from(control.get("exhausted")),
             breakers=control.get("breakers", {}),
             notes=control.get("notes", []),
