@@ -68,10 +68,10 @@ class BudgetState(BaseModel):
     scope: Literal["step", "run"] | None = None
     """Whose ledger this is: ``step``, the step's own (``used`` is what this step spent so far);
     ``run``, one the step shares with the other steps of its run (``used`` is what all of them spent
-    so far, and ``charged`` this step's share). ``None`` (logs written before the scope was
-    recorded): read as ``step``."""
+    so far). ``None``: not said (logs written before it was recorded: read as ``step``)."""
     charged: dict[str, float] = Field(default_factory=dict)
-    """With ``scope: run``: what this verdict's attempt charged to the ledger, by limit name."""
+    """What this verdict's attempt charged to the ledger, by limit name (with ``scope``, what an audit
+    counts)."""
 
 
 class VerdictBody(_Body):

@@ -63,7 +63,7 @@ class Observation:
     budget_scope: Literal["step", "run"] | None = None
     """Whose ledger the budget figures are (see :attr:`Evidence.budget_scope`)."""
     budget_charged: Mapping[str, float] = field(default_factory=dict)
-    """What this attempt charged to a ``run`` ledger (see :attr:`Evidence.budget_charged`)."""
+    """What this attempt charged to that ledger (see :attr:`Evidence.budget_charged`)."""
     exhausted: Exhaustion | None = None
     """The first spent limit of the step or run ledger, if any."""
     breakers: Mapping[str, str] = field(default_factory=dict)

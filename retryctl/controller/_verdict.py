@@ -48,8 +48,9 @@ class Evidence(BaseModel):
     what this step spent, over its attempts so far); ``run``, a ledger the step shares with the other
     steps of its run (the run's totals: what every step charged so far). ``None``: not said."""
     budget_charged: dict[str, float] = Field(default_factory=dict)
-    """With ``budget_scope="run"``: what this verdict's attempt charged to that ledger, by limit name
-    (the step's share of the totals; the names it did not charge are left out)."""
+    """What this verdict's attempt charged to that ledger, by limit name (the names it did not charge
+    left out): given with ``budget_scope``, it is what an audit counts (of a ``run`` ledger, the step's
+    share of the totals)."""
     breakers: dict[str, str] = Field(default_factory=dict)
     """Breaker state by key: ``closed``, ``open`` or ``half_open``."""
     error_class: str | None = None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
@@ -53,7 +52,7 @@ from retryctl.controller._breaker import counts_against
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
 from retryctl.middleware._runs import Run
-from retryctl.nodes._events import Emitter
+from retryctl.nodes._events import Emitter, charged_between
 from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
 
 __all__ = ["Flow", "ModelCalls"]
@@ -272,9 +271,10 @@ class ModelCalls:
             budget_used=snapshot.used,
             budget_limit=snapshot.limit,
             # The run's ledger, shared with its other model and tool calls: the record says so, and
-            # what this attempt charged, so that an audit counts each call's spend once.
+            # what this attempt charged (the flow runs alone in its run meanwhile: an agent calls its
+            # model only after its tools are done), so that an audit counts each call's spend once.
             budget_scope="run",
-            budget_charged=_charged(before, snapshot.used),
+            budget_charged=charged_between(before, snapshot.used),
             breakers=breakers,
             notes=list(notes),
             **outcome,
@@ -372,21 +372,6 @@ _UNLIMITED = Budget()
 def _wall_left(run: Run) -> float | None:
     """The wall time the run has left (``None``: no wall limit, so the ledger need not be read)."""
     return None if run.ledger.budget.wall_s is None else run.ledger.remaining().wall_s
-
-
-def _charged(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """What the run's totals grew by between an attempt's start and its verdict (the flow runs alone
-    in its run meanwhile: an agent calls its model only after its tools are done); wall time is not a
-    charge. A difference of fractions is taken in decimal, as the ledger adds them: 0.00063 - 0.00035
-    is 0.00028, not the float difference 0.00028000000000000003."""
-    charged: dict[str, float] = {}
-    for name, total in after.items():
-        was = before.get(name, 0.0)
-        if name == "wall_s" or total == was:
-            continue
-        exact = total.is_integer() and was.is_integer()
-        charged[name] = total - was if exact else float(Decimal(repr(total)) - Decimal(repr(was)))
-    return charged
 
 
 def _validation_error(exc: BaseException | None) -> ValidationError | None:

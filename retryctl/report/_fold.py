@@ -1,12 +1,12 @@
 """The fold: records in, an :class:`~retryctl.report._model.Analysis` out, in one pass.
 
 The cost a verdict's attempt added is charged to the attempt's ``target`` (the model or tool it ran
-on), which gives cost by model and tool. What that cost is depends on whose ledger the record's budget
-is (``budget.scope``): the step's own (``step``, or a log that does not say) is cumulative over the
-step's attempts, so the cost is the difference of ``budget.used`` from the step's previous verdict; a
-ledger the run's steps share (``run``, as the middleware's and a tool node's) holds every step's spend,
-so the cost is what the record says this attempt charged (``budget.charged``), and the run's totals
-are never added up. A step's outcome is its last verdict, completed by its summary
+on), which gives cost by model and tool. A record that says whose ledger its budget is
+(``budget.scope``: the step's own, or a ``run``'s that its steps share, as the middleware's and a tool
+node's) says what its attempt charged to it (``budget.charged``), and that is the cost: a run's
+totals are never added up, and a step met again (a second question on a thread) counts both visits.
+In a log written before, ``budget.used`` is read as the step's own cumulative ledger: the cost is its
+difference from the step's previous verdict. A step's outcome is its last verdict, completed by its summary
 record when the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold answer).
 
 Two folds, one meaning. :func:`fold_dicts` is the reference: it reads plain dicts.
@@ -156,8 +156,8 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
             targets_append(target)
             budget = r.budget
             if budget is not None:
-                if budget.scope == "run":  # a ledger the run's steps share: this attempt's share
-                    _charge_run(step, budget.charged, target, p_samples, p_usd)
+                if budget.scope is not None:  # the record says what its attempt charged
+                    _charge(step, budget.charged, target, p_samples, p_usd)
                     used = None
                 else:
                     used = budget.used
@@ -256,8 +256,8 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     out.repair_records += repairs
 
 
-def _charge_run(step: StepOutcome, charged: Used | None, target: Any, p_samples: Any, p_usd: Any) -> None:
-    """Add what an attempt charged to a ``run`` ledger to its step and, pending, to its target."""
+def _charge(step: StepOutcome, charged: Used | None, target: Any, p_samples: Any, p_usd: Any) -> None:
+    """Add what an attempt charged to its step and, pending, to its target."""
     if charged is None:
         return
     d = charged.samples
@@ -342,9 +342,9 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
             step.limits = budget.get("limit") or step.limits
             extra = get("extra") or {}
             target = get("target") or "(none)"
-            if budget.get("scope") == "run":
-                # A ledger the run's steps share: its totals are every step's; this attempt's share
-                # is what it charged.
+            if budget.get("scope") is not None:
+                # The record says what its attempt charged (a run's shared ledger holds every
+                # step's spend, and a step's own ledger starts again when the step is met again).
                 charged = budget.get("charged") or {}
                 d_samples = charged.get("samples", 0.0)
                 d_usd = charged.get("usd", 0.0)
@@ -355,8 +355,8 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                     step.usd = step.usd + d_usd
                     t_usd[target] += d_usd
             else:
-                # The step's own ledger (or a log that does not say): its totals are cumulative, and
-                # each verdict's increase is what its attempt spent.
+                # A log written before records said: the step's own ledger, its totals cumulative,
+                # each verdict's increase what its attempt spent.
                 used = budget.get("used") or {}
                 samples = used.get("samples", 0.0)
                 usd = used.get("usd", 0.0)

@@ -187,20 +187,27 @@ def _tool_graph(log: DecisionLog, ledger: Ledger) -> Any:
 
 
 class TestStepAndToolNodeLogs:
-    def test_a_controlled_step_counts_its_draws(self, tmp_path: Path) -> None:
+    def test_a_controlled_step_counts_its_draws_on_every_question(self, tmp_path: Path) -> None:
         path = tmp_path / "step.jsonl"
         with DecisionLog(path) as log:
             graph, backends = _step(log)
-            for thread in ("q1", "q2"):
+            # Two questions on one thread are one run id and one step id in the log: the step is met
+            # twice, each time with a fresh ledger.
+            for thread in ("chat", "chat", "other"):
                 graph.invoke({"messages": [("user", "6 * 7?")]}, {"configurable": {"thread_id": thread}})
-        assert {r["budget"]["scope"] for r in _records(path)} == {"step"}
+        records = _records(path)
+        assert {r["budget"]["scope"] for r in records} == {"step"}
+        assert [r["budget"]["used"]["samples"] for r in records] == [3.0, 6.0] * 3
+        assert [r["budget"]["charged"]["samples"] for r in records] == [3.0] * 6
         summary = summarise(analyse([path]))
         drawn = _drawn(backends)
-        assert drawn == 12  # per question: three from the small model, a switch, three from the large
+        assert drawn == 18  # per question: three from the small model, a switch, three from the large
         assert summary["cost"]["total_samples"] == drawn
         by = {r["target"]: r["samples"] for r in summary["cost"]["by_target"]}
-        assert by == {"small": 6.0, "large": 6.0}
-        assert summary["samples_hist"] == [[6.0, 2]]
+        assert by == {"small": 9.0, "large": 9.0}
+        steps = {run: s.samples for (run, _), s in analyse([path]).steps.items()}
+        assert steps == {"chat": 12.0, "other": 6.0}
+        assert sorted(summary["samples_hist"]) == [[6.0, 1], [12.0, 1]]
         assert summarise(analyse_plain([path])) == summary
 
     def test_a_tool_node_sharing_the_run_ledger_with_a_step_adds_no_samples(self, tmp_path: Path) -> None:
