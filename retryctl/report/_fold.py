@@ -6,8 +6,9 @@ on), which gives cost by model and tool. A record that says whose ledger its bud
 node's) says what its attempt charged to it (``budget.charged``), and that is the cost: a run's
 totals are never added up, and a step met again (a second question on a thread) counts both visits.
 In a log written before, ``budget.used`` is read as the step's own cumulative ledger: the cost is its
-difference from the step's previous verdict. A step's outcome is its last verdict, completed by its summary
-record when the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold answer).
+difference from the step's previous verdict. A step's outcome is its last verdict, completed by its
+summary record when the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold
+answer).
 
 Two folds, one meaning. :func:`fold_dicts` is the reference: it reads plain dicts.
 :func:`fold_records` reads the typed records of :mod:`retryctl.report._structs` and is the one the
