@@ -50,6 +50,8 @@ _KNOWN = set(Verdict.model_fields) == {
     "thresholds",
     "budget_used",
     "budget_limit",
+    "budget_scope",
+    "budget_charged",
     "breakers",
     "error_class",
     "stopping",
@@ -144,6 +146,7 @@ def verdict_body(
         feedback, confidence, retry_after_s = verdict.feedback, verdict.confidence, verdict.retry_after_s
         signals, weights, thresholds = evidence.signals, evidence.weights, evidence.thresholds
         budget_used, budget_limit = evidence.budget_used, evidence.budget_limit
+        budget_scope, budget_charged = evidence.budget_scope, evidence.budget_charged
         breakers, notes, error_class = evidence.breakers, evidence.notes, evidence.error_class
         stopping = evidence.stopping
     except AttributeError:  # model_construct without a required field
@@ -170,6 +173,8 @@ def verdict_body(
         and _floats(thresholds)
         and _floats(budget_used)
         and _floats(budget_limit, _OPT_FLOAT)
+        and (budget_scope is None or type(budget_scope) is str)
+        and _floats(budget_charged)
         and _texts(breakers, dict)
         and _texts(notes, list)
         and type(stopping) is dict
@@ -202,7 +207,12 @@ def verdict_body(
         "signals": dict(signals),
         "weights": dict(weights),
         "thresholds": dict(thresholds),
-        "budget": {"used": dict(budget_used), "limit": dict(budget_limit)},
+        "budget": {
+            "used": dict(budget_used),
+            "limit": dict(budget_limit),
+            "scope": budget_scope,
+            "charged": dict(budget_charged),
+        },
         "breaker": dict(breakers),
         "error_class": error_class,
         "stopping": stopping,

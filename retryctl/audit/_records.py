@@ -65,6 +65,13 @@ class BudgetState(BaseModel):
     """Totals used, by limit name (``samples``, ``usd``, ...)."""
     limit: dict[str, float | None] = Field(default_factory=dict)
     """Limits by name; ``None`` means the limit is off."""
+    scope: Literal["step", "run"] | None = None
+    """Whose ledger this is: ``step``, the step's own (``used`` is what this step spent so far);
+    ``run``, one the step shares with the other steps of its run (``used`` is what all of them spent
+    so far). ``None``: not said (logs written before it was recorded: read as ``step``)."""
+    charged: dict[str, float] = Field(default_factory=dict)
+    """What this verdict's attempt charged to the ledger, by limit name (with ``scope``, what an audit
+    counts)."""
 
 
 class VerdictBody(_Body):
@@ -248,7 +255,12 @@ def verdict_fields(
         "signals": ev["signals"],
         "weights": ev["weights"],
         "thresholds": ev["thresholds"],
-        "budget": {"used": ev["budget_used"], "limit": ev["budget_limit"]},
+        "budget": {
+            "used": ev["budget_used"],
+            "limit": ev["budget_limit"],
+            "scope": ev["budget_scope"],
+            "charged": ev["budget_charged"],
+        },
         "breaker": ev["breakers"],
         "error_class": ev["error_class"],
         "stopping": ev["stopping"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from retryctl.controller._errors import Classification, ErrorClass
 from retryctl.controller._ledger import Exhaustion
@@ -60,6 +60,10 @@ class Observation:
     switches: int = 0
     budget_used: Mapping[str, float] = field(default_factory=dict)
     budget_limit: Mapping[str, float | None] = field(default_factory=dict)
+    budget_scope: Literal["step", "run"] | None = None
+    """Whose ledger the budget figures are (see :attr:`Evidence.budget_scope`)."""
+    budget_charged: Mapping[str, float] = field(default_factory=dict)
+    """What this attempt charged to that ledger (see :attr:`Evidence.budget_charged`)."""
     exhausted: Exhaustion | None = None
     """The first spent limit of the step or run ledger, if any."""
     breakers: Mapping[str, str] = field(default_factory=dict)
@@ -145,6 +149,8 @@ class _Builder:
             },
             budget_used=dict(obs.budget_used),
             budget_limit=dict(obs.budget_limit),
+            budget_scope=obs.budget_scope,
+            budget_charged=dict(obs.budget_charged),
             breakers=dict(obs.breakers),
             error_class=obs.error.error_class.value if obs.error else None,
             stopping=stopping,

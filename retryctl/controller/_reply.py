@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from retryctl.controller._budget import LIMIT_NAMES
-from retryctl.controller._verdict import Action, Verdict
+from retryctl.controller._verdict import Action, Evidence, Verdict
 
 __all__ = ["UserReply", "parse_reply", "reply_error", "reply_extra", "reply_verdict"]
 
@@ -89,18 +89,25 @@ def reply_verdict(reply: UserReply, asked: Verdict) -> Verdict:
 
     ``accept`` keeps the best candidate (its answer and confidence); ``answer`` accepts the person's
     answer, with no confidence (nothing was measured); ``extend`` is a ``retry`` with the larger
-    budget; ``stop`` ends the step. The evidence is the one the person decided on.
+    budget; ``stop`` ends the step. The evidence is the one the person decided on, less what the asked
+    attempt charged (``budget_charged``): the reply charged nothing, and its record must not count
+    that again.
     """
+    evidence = _decided_on(asked)
     if reply.action == "accept":
         return asked.model_copy(
-            update={"action": Action.ACCEPT, "reason": f"accepted by the user ({asked.reason})"}
+            update={
+                "action": Action.ACCEPT,
+                "reason": f"accepted by the user ({asked.reason})",
+                "evidence": evidence,
+            }
         )
     if reply.action == "answer":
         return Verdict(
             action=Action.ACCEPT,
             reason="answered by the user",
             answer=reply.answer,
-            evidence=asked.evidence,
+            evidence=evidence,
         )
     if reply.action == "extend":
         added = ", ".join(f"{name} +{amount:g}" for name, amount in reply.budget.items())
@@ -109,11 +116,20 @@ def reply_verdict(reply: UserReply, asked: Verdict) -> Verdict:
             reason=f"the user extended the budget ({added}); trying again",
             confidence=asked.confidence,
             answer=asked.answer,
-            evidence=asked.evidence,
+            evidence=evidence,
         )
     return asked.model_copy(
-        update={"action": Action.STOP, "reason": f"the user chose to stop ({asked.reason})"}
+        update={
+            "action": Action.STOP,
+            "reason": f"the user chose to stop ({asked.reason})",
+            "evidence": evidence,
+        }
     )
+
+
+def _decided_on(asked: Verdict) -> Evidence:
+    evidence = asked.evidence
+    return evidence.model_copy(update={"budget_charged": {}}) if evidence.budget_charged else evidence
 
 
 def reply_extra(reply: UserReply) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +43,14 @@ class Evidence(BaseModel):
     """Ledger totals at decision time, by limit name."""
     budget_limit: dict[str, float | None] = Field(default_factory=dict)
     """Ledger limits by name; ``None`` means the limit is off."""
+    budget_scope: Literal["step", "run"] | None = None
+    """Whose ledger ``budget_used`` and ``budget_limit`` are: ``step``, the step's own (its totals are
+    what this step spent, over its attempts so far); ``run``, a ledger the step shares with the other
+    steps of its run (the run's totals: what every step charged so far). ``None``: not said."""
+    budget_charged: dict[str, float] = Field(default_factory=dict)
+    """What this verdict's attempt charged to that ledger, by limit name (the names it did not charge
+    left out): given with ``budget_scope``, it is what an audit counts (of a ``run`` ledger, the step's
+    share of the totals)."""
     breakers: dict[str, str] = Field(default_factory=dict)
     """Breaker state by key: ``closed``, ``open`` or ``half_open``."""
     error_class: str | None = None

@@ -36,6 +36,7 @@ from retryctl.gateway._request import AdaptiveOptions
 from retryctl.models import Candidate, ModelBackend, SamplingParams
 from retryctl.models._messages import Message
 from retryctl.models._retry import RetrySettings
+from retryctl.nodes._events import charged_between
 from retryctl.nodes._observe import best_candidate, leader_token_confidence, tally_of
 from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
 from retryctl.nodes._state import CandidateRecord
@@ -136,6 +137,7 @@ async def decide_request(
             ledgers=[ledger],
         )
         began = clock()
+        before = ledger.snapshot().used
         tried = await _attempt(backend, messages, loop, breaker, tokens)
         latency_ms = (clock() - began) * 1000.0
         out = tried.outcome
@@ -151,6 +153,8 @@ async def decide_request(
             error=out.error,
             budget_used=snapshot.used,
             budget_limit=snapshot.limit,
+            budget_scope="step",  # the request's own ledger: one step
+            budget_charged=charged_between(before, snapshot.used),
             exhausted=out.exhausted,
             breakers=breakers,
             notes=out.notes,

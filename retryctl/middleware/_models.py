@@ -58,7 +58,7 @@ from retryctl.middleware._checks import check_response, field_errors, refine_mes
 from retryctl.middleware._client_retries import without_client_retries
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
 from retryctl.middleware._runs import Run
-from retryctl.nodes._events import Emitter
+from retryctl.nodes._events import Emitter, charged_between
 from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
 
 __all__ = ["Flow", "ModelCalls"]
@@ -187,6 +187,7 @@ class ModelCalls:
     ) -> Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, _Tried]:
         started = self.clock()
         notes: list[str] = []
+        before = run.ledger.snapshot().used  # what this attempt charges is the difference at its verdict
 
         def judge(**outcome: Any) -> Verdict:
             return self._judge(
@@ -198,6 +199,7 @@ class ModelCalls:
                 started=started,
                 notes=notes,
                 breaker=breaker,
+                before=before,
                 **outcome,
             )
 
@@ -285,6 +287,7 @@ class ModelCalls:
         notes: list[str],
         breaker: Breaker | None,
         summary: Mapping[str, Any] | None = None,
+        before: dict[str, float],
         **outcome: Any,
     ) -> Verdict:
         snapshot = run.ledger.snapshot()
@@ -297,6 +300,11 @@ class ModelCalls:
             state,
             budget_used=snapshot.used,
             budget_limit=snapshot.limit,
+            # The run's ledger, shared with its other model and tool calls: the record says so, and
+            # what this attempt charged (the flow runs alone in its run meanwhile: an agent calls its
+            # model only after its tools are done), so that an audit counts each call's spend once.
+            budget_scope="run",
+            budget_charged=charged_between(before, snapshot.used),
             breakers=breakers,
             notes=list(notes),
             **outcome,

@@ -15,6 +15,8 @@ import os
 import random
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -23,7 +25,7 @@ from langgraph.config import get_stream_writer
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
 
-__all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "new_run_id", "run_id_from_config"]
+__all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "charged_between", "new_run_id", "run_id_from_config"]
 
 VERDICT_EVENT = "retryctl.verdict"
 """``type`` of the custom-stream event carrying one verdict."""
@@ -105,6 +107,22 @@ def _invocation_id(control: object) -> str:
         while len(_INVOCATIONS) > _INVOCATIONS_KEPT:
             _INVOCATIONS.popitem(last=False)
         return run_id
+
+
+def charged_between(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What a ledger's totals grew by from ``before`` to ``after`` (its ``snapshot().used`` at an
+    attempt's start and at its verdict): the attempt's charge, a verdict's ``budget_charged``, with the
+    names that did not grow left out and wall time (not a charge) too. A difference of fractions is
+    taken in decimal, as the ledger adds them: 0.00063 - 0.00035 is 0.00028, not the float difference
+    0.00028000000000000003."""
+    charged: dict[str, float] = {}
+    for name, total in after.items():
+        was = before.get(name, 0.0)
+        if name == "wall_s" or total == was:
+            continue
+        exact = float(total).is_integer() and float(was).is_integer()
+        charged[name] = total - was if exact else float(Decimal(repr(total)) - Decimal(repr(was)))
+    return charged
 
 
 def _write(event: dict[str, Any]) -> None:

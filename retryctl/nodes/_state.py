@@ -126,6 +126,8 @@ class ControlState(TypedDict, total=False):
     """Wall seconds spent acting so far, across processes."""
     latency_ms: float
     """Latency of the last attempt."""
+    charged: dict[str, float]
+    """What the last attempt charged to the step's ledger (its verdict's ``budget_charged``)."""
     notes: list[str]
     """Facts about the last attempt worth explaining (e.g. sampling ended early on a budget)."""
     best: dict[str, Any] | None

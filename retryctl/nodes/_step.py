@@ -45,7 +45,7 @@ from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
 from retryctl.nodes._arguments import DriverArguments, check_arguments, model_backends, waits
 from retryctl.nodes._backoff import WaitRetryAfter
-from retryctl.nodes._events import Emitter
+from retryctl.nodes._events import Emitter, charged_between
 from retryctl.nodes._observe import (
     Validator,
     best_candidate,
@@ -95,6 +95,8 @@ class _Attempt:
     backend: ModelBackend
     prompt: list[Message]
     ledger: StepLedger
+    before: dict[str, float]
+    """The step's usage when the attempt began (what it charged is the difference at its end)."""
     refused: BreakerOpen | BreakerStoreError | None
     started: float
     notes: list[str]
@@ -288,6 +290,7 @@ class ControlledStep(StepRoutes):
             ledger=self._ledger(
                 state.get("usage", {}), control.get("extra_budget", {}), control.get("elapsed_s", 0.0)
             ),
+            before=state.get("usage", {}),
             refused=refused,
             started=self.clock(),
             notes=notes,
@@ -330,6 +333,7 @@ class ControlledStep(StepRoutes):
             "stop": stop_to(out.stop),
             "notes": notes,
             "latency_ms": (self.clock() - att.started) * 1000.0,
+            "charged": charged_between(att.before, used),
             "elapsed_s": used["wall_s"],
             "breakers": breakers,
         }
@@ -410,6 +414,8 @@ class ControlledStep(StepRoutes):
             error=classification_from(control.get("error")),
             budget_used=state.get("usage", {}),
             budget_limit=self.limits(control.get("extra_budget", {})),
+            budget_scope="step",  # the step's own ledger (a run ledger given too is not the one logged)
+            budget_charged=control.get("charged", {}),
             exhausted=exhaustion_from(control.get("exhausted")),
             breakers=control.get("breakers", {}),
             notes=control.get("notes", []),

@@ -48,6 +48,8 @@ from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, 
 __all__ = ["ToolCallController"]
 
 _ONE_ATTEMPT = Usage(attempts=1)
+_ONE_CHARGED = {"attempts": 1.0}
+"""What an attempt that ran charges the ledger (``_ONE_ATTEMPT``), as a verdict's ``budget_charged``."""
 _SUCCEEDED = (ValidatorResult("call_succeeded", True),)
 """The built-in check of a result: the call returned one (frozen, so one for every call)."""
 
@@ -215,7 +217,7 @@ class ToolCallController(ToolOutcomes):
             held = self.ledger.try_reserve(_ONE_ATTEMPT)
             if isinstance(held, Exhaustion):
                 raise _Refused(held)  # a person's "extend" raises the limit instead (see ToolOutcomes)
-            reservation = held
+            reservation = st.held = held
         return prepared, reservation
 
     def _tool(self, st: CallState) -> BaseTool:
@@ -252,6 +254,11 @@ class ToolCallController(ToolOutcomes):
         if self.ledger is not None:
             snapshot = self.ledger.snapshot()
             outcome["budget_used"], outcome["budget_limit"] = snapshot.used, snapshot.limit
+            # The ledger is shared by every call of the node (or the agent run): the record says so,
+            # and what this attempt charged, so that an audit counts each call's spend once.
+            outcome["budget_scope"] = "run"
+            held, st.held = st.held, None
+            outcome["budget_charged"] = _ONE_CHARGED if held is not None and held.state == "committed" else {}
         if self.breaker is not None:
             outcome["breakers"], unknown = self.breaker.snapshot()
             self._note(st, unknown)

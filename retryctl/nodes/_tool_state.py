@@ -10,7 +10,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from retryctl.controller import AttemptState, ValidatorResult, Verdict
+from retryctl.controller import AttemptState, Reservation, ValidatorResult, Verdict
 
 __all__ = ["ArgsAdapter", "CallState", "ResultValidator", "ToolResult", "is_idempotent"]
 
@@ -58,6 +58,9 @@ class CallState:
     """When the current attempt started, on the node's clock."""
     notes: list[str] = field(default_factory=list)
     """Facts for the next verdict's evidence (the breaker's store failing); emptied by each verdict."""
+    held: Reservation | None = None
+    """The current attempt's reservation on the ledger, until its verdict (committed: the attempt was
+    charged to the ledger)."""
 
     @property
     def target(self) -> str:

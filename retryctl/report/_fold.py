@@ -1,9 +1,14 @@
 """The fold: records in, an :class:`~retryctl.report._model.Analysis` out, in one pass.
 
-The cost a verdict's attempt added is the difference of its cumulative ledger (``budget.used``) from
-the step's previous verdict; it is charged to the attempt's ``target`` (the model or tool it ran on),
-which gives cost by model and tool. A step's outcome is its last verdict, completed by its summary
-record when the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold answer).
+The cost a verdict's attempt added is charged to the attempt's ``target`` (the model or tool it ran
+on), which gives cost by model and tool. A record that says whose ledger its budget is
+(``budget.scope``: the step's own, or a ``run``'s that its steps share, as the middleware's and a tool
+node's) says what its attempt charged to it (``budget.charged``), and that is the cost: a run's
+totals are never added up, and a step met again (a second question on a thread) counts both visits.
+In a log written before, ``budget.used`` is read as the step's own cumulative ledger: the cost is its
+difference from the step's previous verdict. A step's outcome is its last verdict, completed by its
+summary record when the run wrote one (``final_answer``, ``budget_max`` and, in ``extra.gold``, a gold
+answer).
 
 Two folds, one meaning. :func:`fold_dicts` is the reference: it reads plain dicts.
 :func:`fold_records` reads the typed records of :mod:`retryctl.report._structs` and is the one the
@@ -30,7 +35,7 @@ from operator import add, mul
 from typing import Any
 
 from retryctl.report._model import CONFIDENCE_BINS, MAX_TOKEN_ROWS, Analysis, StepOutcome, add_token_rows
-from retryctl.report._structs import UNSET, LeanRecord, Record
+from retryctl.report._structs import UNSET, LeanRecord, Record, Used
 
 __all__ = ["Pending", "add_charges", "fold_dicts", "fold_records"]
 
@@ -152,7 +157,11 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
             targets_append(target)
             budget = r.budget
             if budget is not None:
-                used = budget.used
+                if budget.scope is not None:  # the record says what its attempt charged
+                    _charge(step, budget.charged, target, p_samples, p_usd)
+                    used = None
+                else:
+                    used = budget.used
                 if used is not None:
                     samples = used.samples
                     d = samples - step.samples
@@ -248,6 +257,26 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     out.repair_records += repairs
 
 
+def _charge(step: StepOutcome, charged: Used | None, target: Any, p_samples: Any, p_usd: Any) -> None:
+    """Add what an attempt charged to its step and, pending, to its target."""
+    if charged is None:
+        return
+    d = charged.samples
+    if d > 0:
+        step.samples = step.samples + d
+        try:
+            p_samples[target].append(d)
+        except KeyError:
+            p_samples[target] = [d]
+    d = charged.usd
+    if d > 0:
+        step.usd = step.usd + d
+        try:
+            p_usd[target].append(d)
+        except KeyError:
+            p_usd[target] = [d]
+
+
 def _count(
     out: Analysis, columns: tuple[list[Any], list[Any], list[Any], list[Any], list[Any]], pending: Pending
 ) -> None:
@@ -311,20 +340,35 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
             if thresholds:
                 step.threshold = thresholds.get("accept", step.threshold)
             budget = get("budget") or {}
-            used = budget.get("used") or {}
-            samples = used.get("samples", 0.0)
-            usd = used.get("usd", 0.0)
             step.limits = budget.get("limit") or step.limits
             extra = get("extra") or {}
             target = get("target") or "(none)"
-            d_samples = samples - step.samples
-            d_usd = usd - step.usd
-            if d_samples > 0:
-                t_samples[target] += d_samples
-                step.samples = samples
-            if d_usd > 0:
-                t_usd[target] += d_usd
-                step.usd = usd
+            if budget.get("scope") is not None:
+                # The record says what its attempt charged (a run's shared ledger holds every
+                # step's spend, and a step's own ledger starts again when the step is met again).
+                charged = budget.get("charged") or {}
+                d_samples = charged.get("samples", 0.0)
+                d_usd = charged.get("usd", 0.0)
+                if d_samples > 0:
+                    step.samples = step.samples + d_samples
+                    t_samples[target] += d_samples
+                if d_usd > 0:
+                    step.usd = step.usd + d_usd
+                    t_usd[target] += d_usd
+            else:
+                # A log written before records said: the step's own ledger, its totals cumulative,
+                # each verdict's increase what its attempt spent.
+                used = budget.get("used") or {}
+                samples = used.get("samples", 0.0)
+                usd = used.get("usd", 0.0)
+                d_samples = samples - step.samples
+                d_usd = usd - step.usd
+                if d_samples > 0:
+                    t_samples[target] += d_samples
+                    step.samples = samples
+                if d_usd > 0:
+                    t_usd[target] += d_usd
+                    step.usd = usd
             t_attempts[target] += 1
             error_class = get("error_class")
             if error_class is not None:

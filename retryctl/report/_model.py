@@ -58,7 +58,8 @@ class StepOutcome(msgspec.Struct, array_like=True, gc=False):
     attempts: int | float = 0
     """Highest attempt number."""
     samples: int | float = 0.0
-    """Samples used (cumulative ledger total, or the summary's ``budget_used``)."""
+    """Samples the step used: its own ledger's total (or the summary's ``budget_used``), or, where its
+    records give a run's ledger, the sum of what its attempts charged to it."""
     usd: int | float = 0.0
     """Cost in USD, likewise."""
     limits: dict[str, Any] = msgspec.field(default_factory=dict)

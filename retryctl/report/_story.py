@@ -31,28 +31,30 @@ def run_story(
                 continue
             if rec.get("kind") == "verdict":
                 budget = rec.get("budget") or {}
-                events.append(
-                    {
-                        "kind": "verdict",
-                        "ts": rec.get("ts"),
-                        "step_id": rec.get("step_id"),
-                        "attempt": rec.get("attempt"),
-                        "target": rec.get("target"),
-                        "action": rec.get("action"),
-                        "reason": rec.get("reason"),
-                        "confidence": rec.get("confidence"),
-                        "answer": rec.get("answer"),
-                        "switch_to": rec.get("switch_to"),
-                        "signals": rec.get("signals") or {},
-                        "thresholds": rec.get("thresholds") or {},
-                        "used": budget.get("used") or {},
-                        "limit": budget.get("limit") or {},
-                        "breaker": rec.get("breaker") or {},
-                        "error_class": rec.get("error_class"),
-                        "notes": rec.get("notes") or [],
-                        "latency_ms": rec.get("latency_ms"),
-                    }
-                )
+                event: dict[str, Any] = {
+                    "kind": "verdict",
+                    "ts": rec.get("ts"),
+                    "step_id": rec.get("step_id"),
+                    "attempt": rec.get("attempt"),
+                    "target": rec.get("target"),
+                    "action": rec.get("action"),
+                    "reason": rec.get("reason"),
+                    "confidence": rec.get("confidence"),
+                    "answer": rec.get("answer"),
+                    "switch_to": rec.get("switch_to"),
+                    "signals": rec.get("signals") or {},
+                    "thresholds": rec.get("thresholds") or {},
+                    "used": budget.get("used") or {},
+                    "limit": budget.get("limit") or {},
+                    "breaker": rec.get("breaker") or {},
+                    "error_class": rec.get("error_class"),
+                    "notes": rec.get("notes") or [],
+                    "latency_ms": rec.get("latency_ms"),
+                }
+                if budget.get("scope") is not None:  # logs that do not say keep their shape
+                    event["scope"] = budget["scope"]
+                    event["charged"] = budget.get("charged") or {}
+                events.append(event)
             elif rec.get("kind") == "summary":
                 events.append(
                     {
@@ -111,7 +113,13 @@ def story_lines(events: list[dict[str, Any]]) -> list[str]:
         if e["answer"] is not None:
             details.append(f"best answer {e['answer']!r}")
         budget = _budget(e["used"], e["limit"])
-        if budget:
+        if e.get("scope") == "run":
+            # The run's totals, shared with its other steps: what this attempt charged is its own.
+            if budget:
+                details.append(f"run budget {budget}")
+            charged = ", ".join(f"{k} {_fmt(v)}" for k, v in e["charged"].items())
+            details.append(f"this attempt charged {charged or 'nothing'}")
+        elif budget:
             details.append(f"budget {budget}")
         opened = {k: v for k, v in e["breaker"].items() if v != "closed"}
         if opened:

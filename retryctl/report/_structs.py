@@ -46,7 +46,7 @@ Action = Literal["accept", "refine", "retry", "switch", "ask_user", "stop"]
 
 
 class Used(msgspec.Struct, gc=False):
-    """``budget.used`` of a verdict, ``budget_used`` of a summary."""
+    """``budget.used`` (and ``budget.charged``) of a verdict, ``budget_used`` of a summary."""
 
     samples: int | float = 0.0
     usd: int | float = 0.0
@@ -68,6 +68,8 @@ class LeanBudget(msgspec.Struct, gc=False):
     """A verdict's ``budget`` when only the summary is wanted: the limits are not read."""
 
     used: Used | None = None
+    scope: Literal["step", "run"] | None = None
+    charged: Used | None = None
 
 
 class Budget(LeanBudget, gc=False):

@@ -25,6 +25,8 @@ def make_verdict(**overrides: Any) -> Verdict:
         thresholds={"confidence": 0.9},
         budget_used={"samples": 5, "usd": 0.002},
         budget_limit={"samples": 8, "usd": None},
+        budget_scope="run",
+        budget_charged={"samples": 2, "usd": 0.001},
         breakers={"gpt": "closed", "calc": "half_open"},
         error_class="semantic",
         stopping={"stop": False, "confidence": 0.74, "rule": "ac-beta", "window": (1, 2)},

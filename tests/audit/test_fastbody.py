@@ -92,6 +92,10 @@ def _verdicts(draw: st.DrawFn) -> Verdict:
             st.dictionaries(st.text(max_size=8), st.integers(0, 100) | st.floats(0, 1e3), max_size=3)
         ),
         budget_limit=draw(st.dictionaries(st.text(max_size=8), st.none() | st.floats(0, 1e3), max_size=3)),
+        budget_scope=draw(st.sampled_from([None, "step", "run"])),
+        budget_charged=draw(
+            st.dictionaries(st.text(max_size=8), st.integers(0, 100) | st.floats(0, 1e3), max_size=3)
+        ),
         breakers=draw(st.dictionaries(st.text(max_size=8), st.sampled_from(["closed", "open", "half_open"]))),
         error_class=draw(st.none() | st.text(max_size=10)),
         stopping=draw(st.dictionaries(st.text(max_size=8), _VALUE, max_size=4)),
@@ -228,6 +232,8 @@ class TestVerdictBody:
         assert body["budget"] == {
             "used": {"samples": 5.0, "usd": 0.002},
             "limit": {"samples": 8.0, "usd": None},
+            "scope": "run",
+            "charged": {"samples": 2.0, "usd": 0.001},
         }
 
     @pytest.mark.parametrize(

@@ -113,6 +113,8 @@ class TestVerdictRecord:
         assert line["budget"] == {
             "used": {"samples": 5.0, "usd": 0.002},
             "limit": {"samples": 8.0, "usd": None},
+            "scope": "run",
+            "charged": {"samples": 2.0, "usd": 0.001},
         }
         assert line["breaker"] == {"gpt": "closed", "calc": "half_open"}
         assert line["error_class"] == "semantic"
@@ -140,6 +142,8 @@ class TestVerdictRecord:
             "thresholds": ("thresholds",),
             "budget_used": ("budget", "used"),
             "budget_limit": ("budget", "limit"),
+            "budget_scope": ("budget", "scope"),
+            "budget_charged": ("budget", "charged"),
             "breakers": ("breaker",),
             "error_class": ("error_class",),
             "stopping": ("stopping",),

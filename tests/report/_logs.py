@@ -4,7 +4,8 @@
 :class:`DecisionLog`, one run per question, and then writes each question's summary record with its
 gold answer, as an application does when a run ends. :func:`verdict` builds controller verdicts for
 logs whose numbers a test needs to choose (threshold hints, black holes), written through the same
-real writer.
+real writer. :func:`agent_log` runs a real ``create_agent`` agent under ``RetryController`` (a scripted
+chat model whose answers carry known usage), whose records carry the run's shared ledger.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from typing import Any
 
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from retryctl.audit import DecisionLog
-from retryctl.controller import Action, Breaker, BreakerConfig, Budget, Evidence, Policy, Verdict
+from retryctl.controller import Action, Breaker, BreakerConfig, Budget, Evidence, Policy, PriceTable, Verdict
+from retryctl.middleware import RetryController
 from retryctl.nodes import ControlledStep, ControlledToolNode
 from retryctl.testing import ScriptedBackend, capture_verdicts
+from tests.middleware._scripted import ScriptedChat, call, say
+from tests.middleware._support import Agent, ano_wait, multiply, no_wait
 
 QUESTIONS: list[tuple[str, list[str], list[str], str]] = [
     # run id, the small model's answers, the large model's answers, gold
@@ -159,3 +163,46 @@ def tool_log(path: Path) -> Path:
         app: Any = graph.compile()
         app.invoke({"messages": [("user", "6 * 7?")]}, {"configurable": {"thread_id": "tool-run"}})
     return path
+
+
+PRICES = PriceTable.of({"scripted": (1.0, 2.0)})  # USD per million tokens, in and out
+TOKENS = [(100, 20), (150, 30), (200, 40), (120, 10)]
+"""The usage of the model's four answers, in order (a failed call uses none)."""
+USD = sum(i * 1.0 + o * 2.0 for i, o in TOKENS) / 1e6
+"""What those answers cost at :data:`PRICES`."""
+
+
+def flaky_tool() -> BaseTool:
+    """A tool whose first call fails with a transient fault (a new one each time: its own state)."""
+    failures = [ConnectionError("connection reset by peer")]
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up on a service that drops the first connection."""
+        if failures:
+            raise failures.pop()
+        return f"value of {key}"
+
+    return lookup
+
+
+def agent_log(path: Path, mode: str = "sync") -> ScriptedChat:
+    """Two questions to one agent: five model calls (one fails and is retried), three tool attempts."""
+    model = ScriptedChat(
+        script=[
+            call("multiply", {"a": 6, "b": 7}, "c1", tokens=TOKENS[0]),
+            call("lookup", {"key": "unit"}, "c2", tokens=TOKENS[1]),
+            ConnectionError("model endpoint reset"),  # retried: one attempt, one sample, no tokens
+            say("The answer is 42 units", tokens=TOKENS[2]),
+            say("Done", tokens=TOKENS[3]),
+        ]
+    )
+    controller = RetryController(
+        budget=Budget(attempts=20), log=path, prices=PRICES, sleep=no_wait, asleep=ano_wait
+    )
+    agent = Agent(model, [multiply, flaky_tool()], controller, mode)
+    agent.ask("What is 6 times 7, in units?")
+    agent.ask("Thanks")
+    assert controller.log is not None
+    controller.log.close()
+    return model

@@ -22,7 +22,7 @@ from retryctl.audit import VerifyReport, verify_log
 from retryctl.audit._canonical import canonical_bytes
 from retryctl.report import Analysis, analyse, audit_log, audit_summary, summarise
 from retryctl.report._analyse import analyse_plain
-from tests.report._logs import graph_log, tool_log, verdict, write_verdicts
+from tests.report._logs import agent_log, graph_log, tool_log, verdict, write_verdicts
 
 SHARES = (0.05, 0.3, 0.45, 0.6, 0.95)
 
@@ -67,6 +67,14 @@ def _odd_lines() -> list[bytes]:
         {"kind": "other"},
         {"action": None},
         {"confidence": True},
+        # Budgets of a ledger the run's steps share: what each attempt charged is counted.
+        {"budget": {"scope": "run", "used": {"samples": 9}, "charged": {"samples": 1, "usd": 0.25}}},
+        {"budget": {"scope": "run", "used": {"samples": 9}, "charged": {"samples": 2.0}}, "target": "m"},
+        {"budget": {"scope": "run", "used": {"samples": 12}}, "candidates_summary": {"tool": "calc"}},
+        {"budget": {"scope": "run", "charged": None}},
+        {"budget": {"scope": "step", "used": {"samples": 2}, "charged": {}}},
+        {"budget": {"scope": "other", "used": {"samples": 2}}},
+        {"budget": {"scope": "run", "charged": {"samples": "1"}}},
     ]
     lines = [json.dumps({**base, **v}).encode() + b"\n" for v in variants]
     summary = {
@@ -100,7 +108,9 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # Steps interleaved: each run's verdicts alternate with another run's.
     rows += [(f"i{i % 2}", "q", verdict("retry", 0.3, samples=3 + i), f"m{i % 3}") for i in range(12)]
     verdicts = write_verdicts(d / "verdicts.jsonl", rows)
-    out = {"graph": graph, "tools": tools, "verdicts": verdicts}
+    agent = d / "agent.jsonl"
+    agent_log(agent)
+    out = {"graph": graph, "tools": tools, "verdicts": verdicts, "agent": agent}
     lines = graph.read_bytes().splitlines(keepends=True)
     sorted_layout = d / "sorted.jsonl"
     sorted_layout.write_bytes(b"".join(_sorted_layout(x) for x in lines))
@@ -112,7 +122,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     torn.write_bytes(graph.read_bytes() + lines[0][:50])
     out["torn"] = torn
     odd = d / "odd.jsonl"
-    odd.write_bytes(verdicts.read_bytes() + b"".join(_odd_lines()) + graph.read_bytes())
+    odd.write_bytes(verdicts.read_bytes() + b"".join(_odd_lines()) + graph.read_bytes() + agent.read_bytes())
     out["odd"] = odd
     both = d / "both.jsonl"
     both.write_bytes(graph.read_bytes() + verdicts.read_bytes())  # a second chain: broken at its start
@@ -120,7 +130,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-NAMES = ("graph", "tools", "verdicts", "sorted", "mixed", "torn", "odd", "both")
+NAMES = ("graph", "tools", "verdicts", "agent", "sorted", "mixed", "torn", "odd", "both")
 
 
 class TestAnalyse:
