@@ -92,9 +92,9 @@ def reply_verdict(reply: UserReply, asked: Verdict) -> Verdict:
     budget; ``stop`` ends the step. The evidence is the one the person decided on.
     """
     if reply.action == "accept":
-        return asked.model_copy(
-            update={"action": Action.ACCEPT, "reason": f"accepted by the user ({asked.reason})"}
-        )
+        # A person looked at it: that is a check, though it measured nothing (the confidence stays).
+        reason = f"accepted by the user ({asked.reason})"
+        return asked.model_copy(update={"action": Action.ACCEPT, "reason": reason, "checked": True})
     if reply.action == "answer":
         return Verdict(
             action=Action.ACCEPT,

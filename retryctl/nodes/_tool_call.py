@@ -47,8 +47,9 @@ from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, 
 __all__ = ["ToolCallController"]
 
 _ONE_ATTEMPT = Usage(attempts=1)
-_SUCCEEDED = (ValidatorResult("call_succeeded", True),)
-"""The built-in check of a result: the call returned one (frozen, so one for every call)."""
+_SUCCEEDED = (ValidatorResult("call_succeeded", True, check=False),)
+"""The built-in result of a call: it returned one (frozen, so one for every call). No check of the
+result: a call with no validators is accepted unchecked."""
 
 
 class _Refused(Exception):
@@ -249,6 +250,7 @@ class ToolCallController(ToolOutcomes):
         if self.ledger is not None:
             snapshot = self.ledger.snapshot()
             outcome["budget_used"], outcome["budget_limit"] = snapshot.used, snapshot.limit
+            outcome["ledgers"] = (snapshot,)  # a retry, switch or refine must fit it (one attempt)
         if self.breaker is not None:
             outcome["breakers"], unknown = self.breaker.snapshot()
             self._note(st, unknown)
