@@ -67,6 +67,10 @@ def _odd_lines() -> list[bytes]:
         {"kind": "other"},
         {"action": None},
         {"confidence": True},
+        {"action": "accept", "checked": False, "target": "calc"},
+        {"action": "accept", "checked": True, "confidence": 0.9},
+        {"action": "accept", "checked": None},
+        {"action": "accept", "checked": 0},
     ]
     lines = [json.dumps({**base, **v}).encode() + b"\n" for v in variants]
     summary = {
