@@ -229,14 +229,18 @@ def _on_error(make: _Builder, error: Classification) -> Verdict | None:
     if error.error_class is ErrorClass.TRANSIENT:
         left = _wall_left(obs)
         wait = _retry_wait(obs, error)
-        asked = wait is not None and wait == error.retry_after_s
-        if wait is not None and left is not None and wait >= left and (asked or wait > 0):
+        asked = error.retry_after_s
+        if wait is not None and left is not None and wait >= left and (asked is not None or wait > 0):
             # Waiting would spend the rest of the wall-time budget and the retry would then be refused;
             # a switch needs no wait.
-            wants = "asks for a wait of" if asked else "would be retried after a wait of"
+            if asked is None:
+                wants = f"would be retried after a wait of {wait:g}s"
+            else:
+                capped = "" if wait == asked else f" ({wait:g}s as the backoff waits it)"
+                wants = f"asks for a wait of {asked:g}s{capped}"
             why = (
-                f"transient fault from {target!r} ({error.reason}) {wants} "
-                f"{wait:g}s, but only {left:g}s of the wall_s budget is left"
+                f"transient fault from {target!r} ({error.reason}) {wants}, "
+                f"but only {left:g}s of the wall_s budget is left"
             )
             if policy.on_budget_exhausted == "ask_user" and _next_alternative(obs, policy) is None:
                 return make(Action.ASK_USER, f"{why}; asking the user whether to extend it")
