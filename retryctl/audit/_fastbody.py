@@ -39,6 +39,7 @@ _KNOWN = set(Verdict.model_fields) == {
     "action",
     "reason",
     "confidence",
+    "checked",
     "answer",
     "switch_to",
     "feedback",
@@ -144,6 +145,7 @@ def verdict_body(
         action: str = verdict.action.value
         reason, answer, switch_to = verdict.reason, verdict.answer, verdict.switch_to
         feedback, confidence, retry_after_s = verdict.feedback, verdict.confidence, verdict.retry_after_s
+        checked = verdict.checked
         signals, weights, thresholds = evidence.signals, evidence.weights, evidence.thresholds
         budget_used, budget_limit = evidence.budget_used, evidence.budget_limit
         budget_scope, budget_charged = evidence.budget_scope, evidence.budget_charged
@@ -163,6 +165,7 @@ def verdict_body(
         and step_id
         and {type(target), type(answer), type(switch_to), type(feedback), type(error_class)} <= _OPT_STR
         and {type(confidence), type(retry_after_s)} <= _OPT_FLOAT
+        and type(checked) is bool
         and math.isfinite(sum(filter(None, (confidence, retry_after_s))))
         and type(attempt) is int
         and attempt >= 0
@@ -198,6 +201,7 @@ def verdict_body(
         "action": action,
         "reason": reason,
         "confidence": confidence,
+        "checked": checked,
         "answer": answer,
         "target": target,
         "switch_to": switch_to,

@@ -90,7 +90,12 @@ class VerdictBody(_Body):
     reason: str
     """The verdict's human-readable reason."""
     confidence: float | None = None
-    """Fused confidence of the best candidate, when there were candidates."""
+    """Fused confidence of the best candidate, when there were candidates and a check ran on them."""
+    checked: bool = True
+    """``False`` when no check ran on the result the verdict judged (``"accepted unchecked: ..."``):
+    its ``confidence`` is then ``null``. A record written before the field existed has no key, and
+    reads as checked: its confidence is what it claimed (schema version 1 still: a reader of the
+    version that lacks the field keeps it as an extra key)."""
     answer: str | None = None
     """The best candidate's canonical answer, when there was one."""
     target: str | None = None

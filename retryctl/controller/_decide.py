@@ -3,13 +3,16 @@
 Nothing here does I/O, reads a clock or keeps state: LangGraph nodes, the CLI and batch runners gather an
 :class:`Observation` and act on the :class:`Verdict`. The order of the checks is the policy:
 
-1. a spent budget, or one the next call's estimate would exceed, ends the step (``stop``, or
-   ``ask_user`` to extend it);
-2. an error is handled by its class: transient → ``retry`` (then ``switch``; also at once when its
-   ``Retry-After`` is longer than the wall-time budget left), validation → ``refine``
+1. budget first: a spent budget, or one the call's estimate would exceed, ends the step (``stop``, or
+   ``ask_user`` to extend it); and a verdict that calls for another attempt (``retry``, ``switch``,
+   ``refine``) is given only if the ledgers can pay for that attempt (its estimate, and the wait
+   before a retry): otherwise it is that budget verdict at once, naming the limit, with no wait;
+2. an error is handled by its class: transient → ``retry`` (then ``switch``; also at once when the
+   retry's wait would outlast the wall-time budget left), validation → ``refine``
    (then ``switch``), terminal or an open breaker → ``switch``, else ``stop``;
 3. a failed validator → ``refine`` with feedback naming the check and its evidence;
-4. a fused confidence at or above the threshold → ``accept``;
+4. a fused confidence at or above the threshold → ``accept``; when no check ran on the result (only
+   that the call returned) the verdict says so, ``checked=False``, and claims no confidence;
 5. otherwise the escalation ladder (``switch`` → ``refine`` → ``ask_user`` by default), then ``stop``.
 """
 
@@ -19,7 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from retryctl.controller._afford import ONE_ATTEMPT, refusal
+from retryctl.controller._budget import Usage
 from retryctl.controller._errors import Classification, ErrorClass
+from retryctl.controller._exhaustion import LedgerSnapshot
 from retryctl.controller._ledger import Exhaustion
 from retryctl.controller._policy import Policy
 from retryctl.controller._signals import Fusion, Signal, ValidatorResult, fuse, validators_signal
@@ -66,6 +72,16 @@ class Observation:
     """What this attempt charged to that ledger (see :attr:`Evidence.budget_charged`)."""
     exhausted: Exhaustion | None = None
     """The first spent limit of the step or run ledger, if any."""
+    ledgers: Sequence[LedgerSnapshot] = ()
+    """The ledgers the next attempt would be charged to (a step's and its run's), as snapshots at
+    decision time: a ``retry``, ``switch`` or ``refine`` is given only if each can pay for it.
+    Empty: the driver keeps no ledger, and nothing is checked ahead."""
+    next_cost: Mapping[str, Usage] = field(default_factory=dict)
+    """What the next attempt on each member would reserve (its estimate: samples, tokens, USD); a
+    member not named here is charged one attempt, the least any attempt costs."""
+    backoff_s: float | None = None
+    """The wait a driver would sleep before retrying this attempt's error (the engine fills it in from
+    its backoff); ``None``: the error's ``Retry-After``, or no wait."""
     breakers: Mapping[str, str] = field(default_factory=dict)
     """Breaker state by key (``closed``, ``open``, ``half_open``)."""
     notes: Sequence[str] = ()
@@ -124,6 +140,16 @@ def _next_alternative(obs: Observation, policy: Policy) -> str | None:
     return None
 
 
+def _checks_ran(obs: Observation) -> bool:
+    """Whether anything checked the result: two samples or more to agree, a measured signal (token
+    confidence, a verifier...), a validator that is a check (not the driver's "it returned")."""
+    if obs.tally is not None and obs.tally.n >= 2:
+        return True
+    if any(s.available and s.name != "agreement" for s in obs.signals):
+        return True
+    return any(v.check for v in obs.validators)
+
+
 class _Builder:
     """Holds the evidence shared by every verdict of one call, so each branch states only what differs."""
 
@@ -131,6 +157,8 @@ class _Builder:
         self.obs = obs
         self.policy = policy
         self.fusion = fusion
+        self.unchecked = fusion is not None and not _checks_ran(obs)
+        """A result was judged, and nothing checked it: its verdicts claim no confidence."""
         stopping: dict[str, Any] = {}
         if obs.stop is not None:
             stopping = {
@@ -161,7 +189,8 @@ class _Builder:
         return Verdict(
             action=action,
             reason=reason,
-            confidence=self.fusion.confidence if self.fusion else None,
+            confidence=self.fusion.confidence if self.fusion and not self.unchecked else None,
+            checked=not self.unchecked,
             answer=self.obs.answer,
             evidence=self.evidence,
             **extra,
@@ -175,11 +204,26 @@ class _Builder:
 
 
 def _wall_left(obs: Observation) -> float | None:
-    """Seconds left of the wall-time budget, ``None`` when wall time is not limited."""
+    """Seconds left of the wall-time budget at its tightest scope, ``None`` when wall time is not limited."""
+    lefts: list[float] = []
     limit = obs.budget_limit.get("wall_s")
-    if limit is None:
-        return None
-    return max(0.0, limit - obs.budget_used.get("wall_s", 0.0))
+    if limit is not None:
+        lefts.append(limit - obs.budget_used.get("wall_s", 0.0))
+    for snapshot in obs.ledgers:
+        scope: LedgerSnapshot | None = snapshot
+        while scope is not None:
+            limit = scope.limit.get("wall_s")
+            if limit is not None:
+                lefts.append(limit - scope.used.get("wall_s", 0.0))
+            scope = scope.parent
+    return max(0.0, min(lefts)) if lefts else None
+
+
+def _retry_wait(obs: Observation, error: Classification | None) -> float | None:
+    """The wait before a retry: the driver's backoff when the engine gave it, else the ``Retry-After``."""
+    if obs.backoff_s is not None:
+        return obs.backoff_s
+    return error.retry_after_s if error is not None else None
 
 
 def _on_error(make: _Builder, error: Classification) -> Verdict | None:
@@ -190,21 +234,29 @@ def _on_error(make: _Builder, error: Classification) -> Verdict | None:
         return make.switch_or_stop(f"breaker of {target!r} is open")
     if error.error_class is ErrorClass.TRANSIENT:
         left = _wall_left(obs)
-        if error.retry_after_s is not None and left is not None and error.retry_after_s >= left:
-            # Waiting would spend the rest of the wall-time budget and the retry would then be refused.
+        wait = _retry_wait(obs, error)
+        asked = error.retry_after_s
+        if wait is not None and left is not None and wait >= left and (asked is not None or wait > 0):
+            # Waiting would spend the rest of the wall-time budget and the retry would then be refused;
+            # a switch needs no wait.
+            if asked is None:
+                wants = f"would be retried after a wait of {wait:g}s"
+            else:
+                capped = "" if wait == asked else f" ({wait:g}s as the backoff waits it)"
+                wants = f"asks for a wait of {asked:g}s{capped}"
             why = (
-                f"transient fault from {target!r} ({error.reason}) asks for a wait of "
-                f"{error.retry_after_s:g}s, but only {left:g}s of the wall_s budget is left"
+                f"transient fault from {target!r} ({error.reason}) {wants}, "
+                f"but only {left:g}s of the wall_s budget is left"
             )
             if policy.on_budget_exhausted == "ask_user" and _next_alternative(obs, policy) is None:
                 return make(Action.ASK_USER, f"{why}; asking the user whether to extend it")
             return make.switch_or_stop(why)
         if obs.retries < policy.max_retries:
-            wait = f", retry after {error.retry_after_s:g}s" if error.retry_after_s is not None else ""
+            after = f", retry after {error.retry_after_s:g}s" if error.retry_after_s is not None else ""
             return make(
                 Action.RETRY,
                 f"transient fault from {target!r} ({error.reason}); retry "
-                f"{obs.retries + 1} of {policy.max_retries}{wait}",
+                f"{obs.retries + 1} of {policy.max_retries}{after}",
                 retry_after_s=error.retry_after_s,
             )
         return make.switch_or_stop(
@@ -255,6 +307,35 @@ def _distinct(value: float, threshold: float) -> tuple[str, str]:
     return a, b
 
 
+def _on_budget(make: _Builder, reason: str) -> Verdict:
+    if make.policy.on_budget_exhausted == "ask_user":
+        return make(Action.ASK_USER, f"{reason}; asking the user whether to extend it")
+    return make(Action.STOP, reason)
+
+
+_NEEDS_ATTEMPT = frozenset({Action.RETRY, Action.SWITCH, Action.REFINE})
+
+
+def _paid_for(make: _Builder, verdict: Verdict) -> Verdict:
+    """``verdict``, or the budget verdict when its next attempt cannot be paid for (see the module
+    docstring, 1): a retry that no budget can pay for is never waited for."""
+    obs = make.obs
+    if verdict.action not in _NEEDS_ATTEMPT or not obs.ledgers:
+        return verdict
+    target = verdict.switch_to if verdict.action is Action.SWITCH else obs.target
+    cost = obs.next_cost.get(target, ONE_ATTEMPT) if target is not None else ONE_ATTEMPT
+    wait = (_retry_wait(obs, obs.error) or 0.0) if verdict.action is Action.RETRY else 0.0
+    refused = refusal(obs.ledgers, cost, wait)
+    if refused is None:
+        return verdict
+    reason = f"{refused}; the {verdict.action.value} it called for was not started ({verdict.reason})"
+    if make.policy.on_budget_exhausted == "ask_user":
+        # The question carries what the budget held back, so that an extension does it.
+        deferred = {"switch_to": verdict.switch_to, "feedback": verdict.feedback}
+        return make(Action.ASK_USER, f"{reason}; asking the user whether to extend it", **deferred)
+    return make(Action.STOP, reason)
+
+
 def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     """The verdict for one attempt of a step: pure and deterministic in ``obs`` and ``policy``."""
     policy = policy or Policy()
@@ -264,11 +345,13 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     if obs.exhausted is not None:
         # "is spent (8 of 8)" only when committed use reached the limit; a refused reservation says
         # "would be exceeded" with the call's estimate and what was really spent (see Exhaustion).
-        reason = str(obs.exhausted)
-        if policy.on_budget_exhausted == "ask_user":
-            return make(Action.ASK_USER, f"{reason}; asking the user whether to extend it")
-        return make(Action.STOP, reason)
+        return _on_budget(make, str(obs.exhausted))
+    return _paid_for(make, _judged(make))
 
+
+def _judged(make: _Builder) -> Verdict:
+    """Steps 2 to 5 of the module docstring: the verdict on what the attempt brought back."""
+    obs, policy, fusion = make.obs, make.policy, make.fusion
     if obs.error is not None:
         verdict = _on_error(make, obs.error)
         if verdict is not None:
@@ -291,7 +374,12 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     said = f"confidence {conf}"
     if policy.calibration is not None:
         said = f"calibrated confidence {conf} (fused {fusion.signals[FUSED]:.2f})"
+    # Acceptance is decided as ever (an unchecked success is still accepted where it was); only what
+    # the verdict claims differs: no confidence where nothing checked the result.
+    unchecked = f"no check ran on the result of {repr(obs.target) if obs.target else 'the call'}"
     if fusion.confidence >= threshold:
+        if make.unchecked:
+            return make(Action.ACCEPT, f"accepted unchecked: {unchecked}")
         return make(Action.ACCEPT, f"{said} >= threshold {limit}")
     # The parts of the confidence are the signals that carry weight in it; the others (validators
     # gate, they do not score) stay in the evidence but would only pad the sentence.
@@ -300,6 +388,8 @@ def decide(obs: Observation, policy: Policy | None = None) -> Verdict:
     )
     parts = ", ".join(f"{k} {v:.2f}" for k, v in weighted.items())
     why = f"{said} < threshold {limit} ({parts})"
+    if make.unchecked:
+        why = f"unchecked ({unchecked}): {why}"
     if obs.error is not None:
         why = f"{why}; {obs.error.reason}"
     return _on_low_confidence(make, why, _low_confidence_feedback(conf, limit, weighted))

@@ -180,7 +180,8 @@ class Finish:
 Request = Act | Sleep | Ask | Extend | Finish
 
 Backoff = Callable[[int, float | None], float]
-"""The wait before retry ``n`` (1-based) of a fault that asked for ``Retry-After`` seconds (or ``None``)."""
+"""The wait before retry ``n`` (1-based) of a fault that asked for ``Retry-After`` seconds (or ``None``):
+a function of those two alone (``decide`` is told the wait before the driver sleeps it)."""
 
 
 def _no_wait(retry_number: int, retry_after_s: float | None) -> float:
@@ -233,8 +234,13 @@ class AttemptEngine:
 
     def observe(self, state: AttemptState, **outcome: Any) -> Observation:
         """The observation of the current attempt: ``outcome`` (its tally, stop, signals, validators,
-        error, budget figures, exhaustion, breakers, notes) with the state's target, alternatives and
-        counters."""
+        error, budget figures and ledgers, the next attempt's cost, exhaustion, breakers, notes) with
+        the state's target, alternatives and counters. With ledgers and an error, the wait a retry
+        would take (this engine's backoff) goes with it, so that ``decide`` never gives a retry whose
+        wait, or attempt, the budget cannot pay for."""
+        error = outcome.get("error")
+        if error is not None and outcome.get("ledgers") and outcome.get("backoff_s") is None:
+            outcome["backoff_s"] = self.backoff(state.retries + 1, error.retry_after_s)
         return Observation(
             target=state.target,
             alternatives=state.alternatives,
@@ -287,6 +293,7 @@ class AttemptEngine:
             return state, Finish(verdict=verdict, status="accepted")
         if action is Action.RETRY:
             state = evolve(state, retries=state.retries + 1)
+            # The wait ``observe`` gave ``decide`` (a backoff is a function of these two alone).
             wait = self.backoff(state.retries, verdict.retry_after_s)
             if wall_left_s is not None:
                 wait = min(wait, max(0.0, wall_left_s))
@@ -314,17 +321,32 @@ class AttemptEngine:
         return state, Finish(verdict=verdict, status="stopped")
 
     def reply(
-        self, state: AttemptState, asked: Verdict, reply: UserReply
+        self, state: AttemptState, asked: Verdict, reply: UserReply, *, previous: str | None = None
     ) -> tuple[AttemptState, Verdict, Request]:
         """What a person's ``reply`` to ``asked`` decides: the verdict to log for it and the request
-        that follows (finish accepted, answered or stopped; or raise the limits and try again)."""
+        that follows (finish accepted, answered or stopped; or raise the limits and try again).
+
+        A question put because the budget could not pay for a switch or a refine carries it
+        (``asked.switch_to``, ``asked.feedback``): once the limits are raised, that is the attempt
+        that follows (a refine in place quotes ``previous`` back, as :meth:`after` does)."""
         decided = reply_verdict(reply, asked)
         if reply.action == "accept":
             return state, decided, Finish(verdict=decided, status="accepted")
         if reply.action == "answer":
             return state, decided, Finish(verdict=decided, status="answered_by_user")
         if reply.action == "extend":
-            state, act = self._act(evolve(state, retries=0))
+            state = evolve(state, retries=0)
+            if asked.switch_to is not None and asked.switch_to != state.target:
+                state = evolve(
+                    state,
+                    tried=(*state.tried, state.target),
+                    target=asked.switch_to,
+                    switches=state.switches + 1,
+                )
+            elif asked.feedback is not None and self.refine_in_place:
+                round_ = Feedback(previous=previous, feedback=asked.feedback)
+                state = evolve(state, feedback=(*state.feedback, round_), refines=state.refines + 1)
+            state, act = self._act(state)
             return state, decided, Extend(amounts=self.extension(reply.budget), then=act)
         return state, decided, Finish(verdict=decided, status="stopped")
 
@@ -336,8 +358,8 @@ class AttemptEngine:
 
 
 _VERDICTS_KEPT = 256
-_PLAIN_EMPTY = frozenset({"budget_used", "budget_limit", "breakers", "notes"})
-_PLAIN_NONE = frozenset({"error", "exhausted"})
+_PLAIN_EMPTY = frozenset({"budget_used", "budget_limit", "breakers", "notes", "ledgers", "next_cost"})
+_PLAIN_NONE = frozenset({"error", "exhausted", "backoff_s"})
 
 
 def _plain_key(state: AttemptState, outcome: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -354,6 +376,7 @@ def _plain_key(state: AttemptState, outcome: Mapping[str, Any]) -> tuple[Any, ..
                     and type(v.name) is str
                     and type(v.passed) is bool
                     and type(v.evidence) is str
+                    and type(v.check) is bool
                 ):
                     return None  # a subclass or odd field types may compare or hash otherwise
         elif name in _PLAIN_EMPTY:

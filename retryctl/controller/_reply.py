@@ -95,11 +95,13 @@ def reply_verdict(reply: UserReply, asked: Verdict) -> Verdict:
     """
     evidence = _decided_on(asked)
     if reply.action == "accept":
+        # A person looked at it: that is a check, though it measured nothing (the confidence stays).
         return asked.model_copy(
             update={
                 "action": Action.ACCEPT,
                 "reason": f"accepted by the user ({asked.reason})",
                 "evidence": evidence,
+                "checked": True,
             }
         )
     if reply.action == "answer":

@@ -119,6 +119,10 @@ class ValidatorResult:
     name: str
     passed: bool
     evidence: str = ""
+    check: bool = True
+    """``False`` for what a driver states of every call rather than checks of its result (the tool
+    node's ``call_succeeded``: the tool returned): it gates as any result does, but a verdict that rests
+    on no other evidence is unchecked (``Verdict.checked``) and claims no confidence."""
 
 
 def validators_signal(results: Sequence[ValidatorResult]) -> Signal:

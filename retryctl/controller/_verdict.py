@@ -69,13 +69,21 @@ class Verdict(BaseModel):
     action: Action
     reason: str
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    """Fused confidence in [0, 1] of the best candidate, when candidates exist (NaN is refused)."""
+    """Fused confidence in [0, 1] of the best candidate, when candidates exist and a check ran on them
+    (NaN is refused); ``None`` for an unchecked verdict (see :attr:`checked`)."""
+    checked: bool = True
+    """``False`` when the verdict judged a result on which no check ran: no agreement of two samples or
+    more, no validator, verifier, token confidence or tests, only that the call returned. Such a verdict
+    claims no confidence and its reason says so ("accepted unchecked: ..."). ``True`` otherwise, also
+    for verdicts on an error, a budget or a person's reply, which judge no result."""
     answer: str | None = None
     """The best candidate's canonical answer, when there is one."""
     switch_to: str | None = None
-    """For ``switch``: the tool or model to switch to."""
+    """For ``switch``: the tool or model to switch to (for ``ask_user`` to extend a budget that could
+    not pay for a switch: the switch an extension makes)."""
     feedback: str | None = None
-    """For ``refine``: the message for the model, naming the failed check and its evidence."""
+    """For ``refine``: the message for the model, naming the failed check and its evidence (for
+    ``ask_user`` to extend a budget that could not pay for a refine: the refine an extension makes)."""
     retry_after_s: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     """For ``retry``: the delay the fault asked for (``Retry-After``), if any."""
     evidence: Evidence = Field(default_factory=Evidence)

@@ -38,6 +38,7 @@ from retryctl.models._messages import Message
 from retryctl.models._retry import RetrySettings
 from retryctl.nodes._events import charged_between
 from retryctl.nodes._observe import best_candidate, leader_token_confidence, tally_of
+from retryctl.nodes._outlook import outlook
 from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
 from retryctl.nodes._state import CandidateRecord
 
@@ -158,6 +159,16 @@ async def decide_request(
             exhausted=out.exhausted,
             breakers=breakers,
             notes=out.notes,
+            # No retry or refine the request's budget cannot pay for (nor its backoff's wait).
+            **outlook(
+                [ledger],
+                messages,
+                [target],
+                min_samples=policy.min_samples,
+                max_samples=policy.max_samples,
+                schedule=schedule,
+                prices=None,
+            ),
         )
         answers = [c["answer"] for c in out.candidates]
         history.append({"attempt": state.attempt, "answers": answers, "action": verdict.action.value})

@@ -51,7 +51,7 @@ def check_response(
     tools, such as the structured-output tools LangChain answers itself), failed checks first."""
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     if last is None:
-        return [ValidatorResult("model_answered", False, "the model returned no message")]
+        return [ValidatorResult("model_answered", False, "the model returned no message", check=False)]
     checks = [_check_call(c, tools) for c in last.tool_calls if c["name"] not in skip]
     for bad in last.invalid_tool_calls:
         # Arguments that were not even JSON: the provider could not parse them into a tool call.
@@ -59,7 +59,8 @@ def check_response(
         checks.append(
             ValidatorResult(f"tool_args:{name}", False, f"{name}: {bad.get('error') or 'not JSON'}")
         )
-    return sorted(checks, key=lambda c: c.passed) or [ValidatorResult("model_answered", True)]
+    # A final answer with no tool calls has nothing here to check: that it came is no check of it.
+    return sorted(checks, key=lambda c: c.passed) or [ValidatorResult("model_answered", True, check=False)]
 
 
 def refine_messages(response: Sequence[BaseMessage], feedback: str) -> list[AnyMessage]:

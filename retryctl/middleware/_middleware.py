@@ -51,7 +51,8 @@ __all__ = ["MODEL_BREAKER", "MODEL_POLICY", "RetryController"]
 
 MODEL_POLICY = Policy(weights={"validators": 1.0, "agreement": 1.0})
 """The default policy of model calls: an answer is judged by its checks (its tool calls fit their
-tools, its structured output parses); with ``sample_final=True`` a final answer by its agreement."""
+tools, its structured output parses); with ``sample_final=True`` a final answer by its agreement.
+A final answer drawn once has nothing to check: it is accepted unchecked (no confidence)."""
 
 MODEL_BREAKER = BreakerConfig(failure_threshold=2, cooldown_s=30.0)
 """The thresholds of the breaker ``RetryController`` keeps per model by default: open after 2

@@ -135,7 +135,11 @@ class ModelCalls:
                 run.ledger.extend(Usage.model_validate(dict(next_.amounts)))
                 next_ = next_.then
             elif isinstance(next_, Ask):
-                next_, state = self._ask(state, next_.verdict, step_id, best)
+                asked = next_.verdict
+                next_, state = self._ask(state, asked, step_id, best)
+                if isinstance(next_, Extend) and asked.feedback is not None and best is not None:
+                    # The refine the budget held back, now that it is extended.
+                    rounds.extend(refine_messages(best.result, asked.feedback))
             elif isinstance(next_, Finish):
                 if error is not None and next_.status == "stopped" and self.on_failure == "error":
                     raise error  # the last failure, as ModelRetryMiddleware(on_failure="error") does
@@ -148,7 +152,14 @@ class ModelCalls:
                     else request.override(model=model, messages=[*request.messages, *rounds])
                 )
                 tried = yield from self._attempt(
-                    state, next_, call, run=run, step_id=step_id, structured=structured, breaker=breaker
+                    state,
+                    next_,
+                    call,
+                    run=run,
+                    step_id=step_id,
+                    structured=structured,
+                    breaker=breaker,
+                    models=models,
                 )
                 if tried.response is not None:
                     best = tried.response
@@ -184,6 +195,7 @@ class ModelCalls:
         step_id: str,
         structured: frozenset[str],
         breaker: Breaker | None,
+        models: Mapping[str, BaseChatModel],
     ) -> Generator[ModelRequest[Any] | float, ModelResponse[Any] | BaseException | None, _Tried]:
         started = self.clock()
         notes: list[str] = []
@@ -200,6 +212,7 @@ class ModelCalls:
                 notes=notes,
                 breaker=breaker,
                 before=before,
+                models=models,
                 **outcome,
             )
 
@@ -261,19 +274,28 @@ class ModelCalls:
         spent = run.ledger.exhausted()
         if spent is not None:
             return spent
+        return run.ledger.try_reserve(self._estimates(run, call, {key: call.model})[key])
+
+    def _estimates(
+        self, run: Run, call: ModelRequest[Any], models: Mapping[str, BaseChatModel]
+    ) -> dict[str, Usage]:
+        """What ``call`` would reserve on each of ``models``, by member key."""
         # What is left matters only under a token or USD limit (a limit that is off stays off, even
         # after an ``extend``): without one the ledger is not read a second time.
         limits = run.ledger.budget
         bounded = any(x is not None for x in (limits.input_tokens, limits.output_tokens, limits.usd))
-        estimate = estimate_usage(
-            model=call.model,
-            key=key,
-            messages=call.messages,
-            tools=call.tools,
-            remaining=run.ledger.remaining() if bounded else _UNLIMITED,
-            prices=self.prices,
-        )
-        return run.ledger.try_reserve(estimate)
+        remaining = run.ledger.remaining() if bounded else _UNLIMITED
+        return {
+            key: estimate_usage(
+                model=model,
+                key=key,
+                messages=call.messages,
+                tools=call.tools,
+                remaining=remaining,
+                prices=self.prices,
+            )
+            for key, model in models.items()
+        }
 
     def _judge(
         self,
@@ -288,6 +310,7 @@ class ModelCalls:
         breaker: Breaker | None,
         summary: Mapping[str, Any] | None = None,
         before: dict[str, float],
+        models: Mapping[str, BaseChatModel],
         **outcome: Any,
     ) -> Verdict:
         snapshot = run.ledger.snapshot()
@@ -296,6 +319,10 @@ class ModelCalls:
             breakers, unknown = breaker.snapshot()
             if unknown is not None:
                 notes.append(str(unknown))
+        # A retry, switch or refine is given only if the run can pay for it: its attempt (enough
+        # when only attempts or wall time are limited), else the next call's estimate on each member.
+        limits = run.ledger.budget
+        priced = any(getattr(limits, n) is not None for n in _ESTIMATED)
         verdict = self.engine.judge(
             state,
             budget_used=snapshot.used,
@@ -305,6 +332,8 @@ class ModelCalls:
             # model only after its tools are done), so that an audit counts each call's spend once.
             budget_scope="run",
             budget_charged=charged_between(before, snapshot.used),
+            ledgers=(snapshot,),
+            next_cost=self._estimates(run, call, models) if priced else {},
             breakers=breakers,
             notes=list(notes),
             **outcome,
@@ -412,6 +441,8 @@ class ModelCalls:
 
 
 _UNLIMITED = Budget()
+_ESTIMATED = ("samples", "input_tokens", "output_tokens", "usd")
+"""The limits a call's estimate is needed for (one attempt is what every call costs anyway)."""
 
 
 def _wall_left(run: Run) -> float | None:

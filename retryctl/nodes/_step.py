@@ -62,6 +62,7 @@ from retryctl.nodes._observe import (
     stop_to,
     tally_of,
 )
+from retryctl.nodes._outlook import outlook
 from retryctl.nodes._runnable import twin_node
 from retryctl.nodes._sampling import (
     SampleOutcome,
@@ -401,6 +402,27 @@ class ControlledStep(StepRoutes):
 
     # -- decide -------------------------------------------------------------------------------------
 
+    def _outlook(self, state: StepState, control: ControlState) -> dict[str, Any]:
+        # The step's ledger as the next attempt would find it (and the run's): no retry, switch or
+        # refine is given that they cannot pay for.
+        extra = control.get("extra_budget", {})
+        if self.run_ledger is None and all(v is None for v in self.limits(extra).values()):
+            return {}
+        ledgers: list[Ledger | StepLedger] = [
+            self._ledger(state.get("usage", {}), extra, control.get("elapsed_s", 0.0))
+        ]
+        ledgers += [self.run_ledger] if self.run_ledger is not None else []
+        p = self.policy
+        return outlook(
+            ledgers,
+            self._prompt(state, control),
+            self.names,
+            min_samples=p.min_samples,
+            max_samples=p.max_samples,
+            schedule=self.schedule,
+            prices=self.prices,
+        )
+
     def _decide(self, state: StepState) -> Command[str]:
         control: ControlState = {**state["control"]}
         candidates = state.get("candidates", [])
@@ -419,6 +441,7 @@ class ControlledStep(StepRoutes):
             exhausted=exhaustion_from(control.get("exhausted")),
             breakers=control.get("breakers", {}),
             notes=control.get("notes", []),
+            **self._outlook(state, control),
         )
         target = attempt.target
         answers = [c["answer"] for c in candidates]

@@ -163,7 +163,10 @@ class StepRoutes:
         # The reply ends the attempt as a verdict would, and is logged as one: the step's last record
         # says how it ended (accepted, answered, stopped), or that it goes on with a larger budget.
         attempt = control.get("attempt", 1)
-        after, decided, request = self.engine.reply(self._attempt_state(control), verdict, reply)
+        previous = (control.get("best") or {}).get("text")  # quoted back by a refine it allows
+        after, decided, request = self.engine.reply(
+            self._attempt_state(control), verdict, reply, previous=previous
+        )
         target = "user" if reply.action == "answer" else control.get("target")
         self.emitter.verdict(
             decided,

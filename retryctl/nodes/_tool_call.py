@@ -50,8 +50,9 @@ __all__ = ["ToolCallController"]
 _ONE_ATTEMPT = Usage(attempts=1)
 _ONE_CHARGED = {"attempts": 1.0}
 """What an attempt that ran charges the ledger (``_ONE_ATTEMPT``), as a verdict's ``budget_charged``."""
-_SUCCEEDED = (ValidatorResult("call_succeeded", True),)
-"""The built-in check of a result: the call returned one (frozen, so one for every call)."""
+_SUCCEEDED = (ValidatorResult("call_succeeded", True, check=False),)
+"""The built-in result of a call: it returned one (frozen, so one for every call). No check of the
+result: a call with no validators is accepted unchecked."""
 
 
 class _Refused(Exception):
@@ -259,6 +260,7 @@ class ToolCallController(ToolOutcomes):
             outcome["budget_scope"] = "run"
             held, st.held = st.held, None
             outcome["budget_charged"] = _ONE_CHARGED if held is not None and held.state == "committed" else {}
+            outcome["ledgers"] = (snapshot,)  # a retry, switch or refine must fit it (one attempt)
         if self.breaker is not None:
             outcome["breakers"], unknown = self.breaker.snapshot()
             self._note(st, unknown)

@@ -56,7 +56,8 @@ _ONE_ATTEMPT = Usage(attempts=1)
 
 TOOL_POLICY = Policy(weights={"validators": 1.0})
 """The default policy of tool calls: a result is judged by its checks (``call_succeeded`` and the
-tool's validators); a sampled model's agreement signals do not exist for a tool."""
+tool's validators); a sampled model's agreement signals do not exist for a tool. A result that
+returned and has no validator is accepted unchecked (``Verdict.checked`` false, no confidence)."""
 
 Execute = Callable[[ToolCallRequest], ToolResult]
 AsyncExecute = Callable[[ToolCallRequest], Awaitable[ToolResult]]

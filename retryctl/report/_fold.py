@@ -95,6 +95,7 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     targets: list[Any] = []
     error_classes: list[Any] = []
     confidences: list[int | float] = []
+    accepts: list[tuple[str, str, bool]] = []  # (step id, target, checked) of each accept verdict
     actions_append = actions.append
     trans_append = transitions.append
     targets_append = targets.append
@@ -115,6 +116,8 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
         n += 1
         if type(r) is dict:
             _count(out, (actions, transitions, targets, error_classes, confidences), pending)
+            out.accepts.update(accepts)
+            accepts.clear()
             pending.apply(out)
             pending.mixed = True
             fold_dicts([r], out)
@@ -155,6 +158,8 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 step.threshold = floats(accept, accept) if type(accept) is float and accept > 0 else accept
             target = r.target or "(none)"
             targets_append(target)
+            if action == "accept":
+                accepts.append((step_id, target, r.checked))
             budget = r.budget
             if budget is not None:
                 if budget.scope is not None:  # the record says what its attempt charged
@@ -251,6 +256,7 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
         elif kind == "repair":
             repairs += 1
     _count(out, (actions, transitions, targets, error_classes, confidences), pending)
+    out.accepts.update(accepts)
     out.records += n
     out.verdict_records += verdicts
     out.summary_records += summaries
@@ -370,6 +376,8 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                     t_usd[target] += d_usd
                     step.usd = usd
             t_attempts[target] += 1
+            if action == "accept":
+                out.accepts[(key[1], target, get("checked", True))] += 1
             error_class = get("error_class")
             if error_class is not None:
                 out.error_classes[error_class] += 1

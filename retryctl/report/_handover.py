@@ -115,6 +115,7 @@ def merge(out: Analysis, second: Analysis, pending: Pending) -> None:
     out.transitions.update(second.transitions)
     out.target_attempts.update(second.target_attempts)
     out.tools |= second.tools
+    out.accepts.update(second.accepts)
     out.confidence_hist = [a + b for a, b in zip(out.confidence_hist, second.confidence_hist, strict=True)]
     pending.apply(out)
     room = max(0, MAX_TOKEN_ROWS - len(out.token_rows))

@@ -152,6 +152,9 @@ class Analysis:
     """Verdicts (attempts decided) per model or tool."""
     tools: set[str] = field(default_factory=set)
     """Targets seen as tools (their verdicts summarise a tool call)."""
+    accepts: Counter[tuple[str, str, bool]] = field(default_factory=Counter)
+    """``accept`` verdicts by ``(step id, target, checked)``: how many no check ran on (the record's
+    ``checked`` is false), per step and per model or tool."""
     token_rows: list[TokenRow] = field(default_factory=list)
     """Per-token rows for the heat map (the first :data:`MAX_TOKEN_ROWS` logged)."""
 

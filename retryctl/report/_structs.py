@@ -106,6 +106,7 @@ class LeanRecord(msgspec.Struct, gc=False):
     # verdicts
     action: Action = "?"  # type: ignore[assignment]  # a summary has none; the fold counts "?"
     confidence: int | float | None = None
+    checked: bool = True  # absent in records written before the field: they claimed their checks
     reason: str = ""
     attempt: int = 0
     answer: str | None = None

@@ -2,7 +2,7 @@
 
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
 ``overview``, ``verdicts``, ``stop_reasons``, ``per_step``, ``cost``, ``black_holes``,
-``threshold_hints``, ``accuracy``, ``samples_hist``.
+``threshold_hints``, ``accuracy``, ``samples_hist``, ``unchecked``.
 
 What the sections need from the steps is gathered first (:class:`~retryctl.report._totals.StepTotals`,
 one pass), so that a large log's two halves can be totalled in two processes and joined
@@ -18,6 +18,7 @@ from typing import Any
 from retryctl._scores import ece, reliability
 from retryctl.report._model import Analysis, no_cyclic_gc
 from retryctl.report._totals import TOP, Hole, StepTotals, budget_of, reason_shape, running_total
+from retryctl.report._unchecked import unchecked
 
 __all__ = ["reason_shape", "sections", "summarise"]
 
@@ -46,6 +47,7 @@ def sections(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
         "threshold_hints": _threshold_hints(totals),
         "accuracy": _accuracy(totals),
         "samples_hist": [[k, n] for k, n in sorted(totals.samples_hist, key=_first)],
+        "unchecked": unchecked(analysis),
     }
 
 

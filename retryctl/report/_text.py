@@ -96,6 +96,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     for r in cost["by_target"][:15]:
         by_target.add_row(r["target"], r["kind"], _num(r["attempts"]), _num(r["samples"]), _num(r["usd"]))
     console.print(by_target)
+    _print_unchecked(summary["unchecked"], console)
     bh = summary["black_holes"]
     console.print(
         f"[bold]Budget black holes:[/bold] {bh['steps']} steps in the top tenth by {bh['unit']} "
@@ -115,6 +116,27 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             f"[bold]Accuracy:[/bold] {acc['accuracy']:.1%} ({acc['correct']} of {acc['graded']} with gold), "
             f"{acc['avg_samples']:.2f} samples per step"
         )
+
+
+def _print_unchecked(section: dict[str, Any], console: Console) -> None:
+    """The accepts no check ran on: a line, and where there are some, where they are."""
+    share = "" if section["share"] is None else f" ({section['share']:.1%})"
+    console.print(
+        f"[bold]Unchecked accepts:[/bold] {section['unchecked']} of {section['accepts']}{share}: "
+        "no check ran on their result, so they claim no confidence"
+    )
+    if not section["unchecked"]:
+        return
+    for title, rows, name in (
+        ("by model and tool", section["by_target"], "target"),
+        ("by step", section["by_step"], "step_id"),
+    ):
+        table = Table(title=f"Unchecked accepts {title}", title_justify="left")
+        for col in (name.replace("_id", ""), "accepts", "unchecked", "share"):
+            table.add_column(col, justify="left" if col in ("target", "step") else "right")
+        for r in [r for r in rows if r["unchecked"]][:10]:  # the lists put these first
+            table.add_row(r[name], _num(r["accepts"]), _num(r["unchecked"]), f"{r['share']:.0%}")
+        console.print(table)
 
 
 def render_diff(diff: dict[str, Any], console: Console) -> None:

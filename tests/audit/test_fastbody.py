@@ -105,6 +105,7 @@ def _verdicts(draw: st.DrawFn) -> Verdict:
         action=draw(st.sampled_from(list(Action))),
         reason=draw(st.text(max_size=30)),
         confidence=draw(st.none() | st.floats(0.0, 1.0)),
+        checked=draw(st.booleans()),
         answer=draw(st.none() | st.text(max_size=10)),
         switch_to=draw(st.none() | st.text(max_size=10)),
         feedback=draw(st.none() | st.text(max_size=10)),

@@ -31,6 +31,7 @@ VERDICT_SHAPE = {
     "action": str,
     "reason": str,
     "confidence": float,
+    "checked": bool,
     "answer": str,
     "target": type(None),
     "switch_to": type(None),
@@ -128,6 +129,25 @@ class TestVerdictRecord:
         assert line["notes"] == ["verifier timed out; fused without it"]
         assert line["attempt"] == 2 and line["latency_ms"] == 41.5
         assert line["candidates_summary"] == {"12": 3, "13": 2}
+
+    def test_an_unchecked_verdict_is_written_as_such(self, log_path):
+        with DecisionLog(log_path) as log:
+            unchecked = Verdict(action=Action.ACCEPT, reason="accepted unchecked: ...", checked=False)
+            log.record_verdict(
+                unchecked, run_id="r", step_id="s", attempt=1, candidates_summary=None, latency_ms=0.0
+            )
+        with open(log_path, encoding="utf-8") as f:
+            line = json.loads(f.readline())
+        assert (line["checked"], line["confidence"]) == (False, None)
+        record = parse_record(line)
+        assert isinstance(record, VerdictRecord) and record.checked is False
+
+    def test_a_record_written_before_the_checked_field_reads_as_checked(self, log_path):
+        line = _write_one_of_each(log_path)[0]
+        del line["checked"]  # as every record written before the field existed
+        record = parse_record(line)
+        assert isinstance(record, VerdictRecord) and record.checked is True
+        assert record.confidence == line["confidence"]
 
     def test_timestamp_comes_from_the_injected_clock_in_iso_utc(self, log_path):
         line = _write_one_of_each(log_path)[0]

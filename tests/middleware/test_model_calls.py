@@ -15,6 +15,7 @@ from retryctl.controller import Budget, Policy
 from retryctl.middleware import RetryController
 from tests.middleware._scripted import ScriptedChat, call, say
 from tests.middleware._support import Agent, ano_wait, last_ai, multiply, records, tool_messages
+from tests.nodes._support import RateLimited
 
 
 def _controller(tmp_path: Path, waits: list[float] | None = None, **kw: object) -> RetryController:
@@ -99,6 +100,40 @@ class TestModelCalls:
         assert out["structured_response"] == Answer(value=42, unit="cm")
         feedback = [m for m in model.seen[1] if isinstance(m, ToolMessage)]
         assert "field 'value'" in str(feedback[0].content)
+
+    def test_a_retry_the_budget_cannot_pay_for_is_a_stop_without_its_wait(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        model = ScriptedChat(script=[RateLimited("3"), RateLimited("3"), say("too late")])
+        waits: list[float] = []
+
+        async def asleep(seconds: float) -> None:
+            waits.append(seconds)
+
+        controller = RetryController(
+            log=tmp_path / "log.jsonl", sleep=waits.append, asleep=asleep, budget=Budget(attempts=2)
+        )
+        out = Agent(model, [multiply], controller, mode).ask("hi")
+        assert len(model.seen) == 2
+        assert waits == [3.0]  # the first 429's Retry-After; the second one is answered with the stop
+        assert _model_verdicts(tmp_path) == [("scripted", "retry"), ("scripted", "stop")]
+        stop = records(tmp_path / "log.jsonl")[-1]
+        assert stop["reason"].startswith("run budget 'attempts' is spent (2 of 2); the retry it called for")
+        assert stop["retry_after_s"] is None
+        assert (stop["budget"]["used"]["attempts"], stop["budget"]["limit"]["attempts"]) == (2, 2)
+        assert "retryctl stopped the agent: run budget 'attempts' is spent" in str(last_ai(out).content)
+
+    def test_a_final_answer_no_check_ran_on_is_accepted_unchecked(self, tmp_path: Path, mode: str) -> None:
+        model = ScriptedChat(script=[call("multiply", {"a": 6, "b": 7}), say("42")])
+        Agent(model, [multiply], _controller(tmp_path), mode).ask("6 times 7?")
+        verdicts = [r for r in records(tmp_path / "log.jsonl") if r["kind"] == "verdict"]
+        by_step = {r["step_id"].split(":")[0]: r for r in verdicts}
+        # The tool call's arguments were checked against its schema; the tool's result and the final
+        # answer were not checked at all, and say so instead of "confidence 1.00".
+        checked = [(r["step_id"].split(":")[0], r["checked"], r["confidence"]) for r in verdicts]
+        assert checked == [("model", True, 1.0), ("tool", False, None), ("model", False, None)]
+        assert by_step["tool"]["reason"] == "accepted unchecked: no check ran on the result of 'multiply'"
+        assert verdicts[-1]["reason"] == "accepted unchecked: no check ran on the result of 'scripted'"
 
     def test_a_spent_budget_ends_the_agent_naming_it(self, tmp_path: Path, mode: str) -> None:
         model = ScriptedChat(script=[say("unused")])

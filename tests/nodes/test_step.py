@@ -106,6 +106,22 @@ class TestControlledStep:
         assert out.actions == ["retry", "accept"]
         assert sleeps.waits == [3.0]
 
+    def test_a_retry_after_the_budget_cannot_pay_for_is_a_stop_without_its_wait(self, run: Runner) -> None:
+        sleeps = Sleeps()
+        fault = TransientBackendError("429 too many", backend="scripted", status_code=429, retry_after_s=3)
+        backend = ScriptedBackend([fault, fault, "42"])
+        step = ControlledStep(
+            backend, policy=Policy(**ONE), budget=Budget(attempts=2), sleep=sleeps, asleep=sleeps.asleep
+        )
+        out = run(step.compile(), user("q"))
+        assert out.actions == ["retry", "stop"]
+        assert sleeps.waits == [3.0]  # the first retry's; the second 429 is answered with the stop
+        stop = out.verdicts[-1]["verdict"]
+        assert stop["reason"].startswith("step 'step' budget 'attempts' is spent (2 of 2); the retry")
+        assert stop["retry_after_s"] is None
+        evidence = stop["evidence"]
+        assert (evidence["budget_used"]["attempts"], evidence["budget_limit"]["attempts"]) == (2, 2)
+
     def test_failed_calls_spend_the_attempts_budget(self, run: Runner) -> None:
         sleeps = Sleeps()
         backend = ScriptedBackend([TimeoutError("slow")] * 5 + ["42"])
@@ -114,11 +130,14 @@ class TestControlledStep:
             backend, policy=policy, budget=Budget(attempts=2), sleep=sleeps, asleep=sleeps.asleep
         )
         out = run(step.compile(), user("q"))
-        # Two failed calls spend the two attempts; the third is refused by the budget, not retried.
-        assert out.actions == ["retry", "retry", "stop"]
+        # Two failed calls spend the two attempts: the second is not answered with a retry the budget
+        # cannot pay for (and its backoff is not slept), but with the stop at once.
+        assert out.actions == ["retry", "stop"]
         assert len(backend.calls) == 2
+        assert len(sleeps.waits) == 1  # the one retry's wait; none before the stop
         result = out.output["result"]
-        assert result["status"] == "stopped" and "attempts" in result["reason"]
+        assert result["status"] == "stopped"
+        assert result["reason"].startswith("step 'step' budget 'attempts' is spent (2 of 2); the retry")
         assert result["usage"]["attempts"] == 2 and result["usage"]["samples"] == 0
 
     def test_switch_after_a_terminal_fault(self, run: Runner) -> None:
@@ -292,11 +311,17 @@ class TestAskUser:
             run(graph, user("q"), cfg())
             run(graph, Command(resume={"action": "extend", "budget": {"samples": 3}}), cfg())
         records = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
+        # The refine of attempt 1 needs three samples the budget does not have: the question comes at
+        # once, carrying the refine, and the extension makes it (attempt 2 is the refine round).
         assert [(r.action.value, r.attempt) for r in records] == [
-            ("refine", 1), ("ask_user", 2), ("retry", 2), ("accept", 3)
+            ("ask_user", 1), ("retry", 1), ("accept", 2)
         ]  # fmt: skip
-        assert records[2].reason == "the user extended the budget (samples +3); trying again"
-        assert records[2].extra["reply"] == {"action": "extend", "answer": None, "budget": {"samples": 3.0}}
+        assert records[0].feedback is not None and "the refine it called for" in records[0].reason
+        assert records[1].reason == "the user extended the budget (samples +3); trying again"
+        assert records[1].extra["reply"] == {"action": "extend", "answer": None, "budget": {"samples": 3.0}}
+        refined = backend.calls[-1].messages
+        assert [m["role"] for m in refined[-2:]] == ["assistant", "user"]
+        assert refined[-1]["content"] == records[0].feedback
 
     def test_a_bad_reply_asks_again(self, run: Runner) -> None:
         graph = self.graph()
@@ -339,7 +364,7 @@ class TestAskUser:
         step = ControlledStep(backend, policy=policy, budget=Budget(samples=3))
         graph = step.compile(checkpointer=InMemorySaver())
         first = run(graph, user("q"), cfg())
-        assert first.actions == ["refine", "ask_user"]
+        assert first.actions == ["ask_user"]  # the refine it would take: no samples left for it
         assert "'samples' is spent" in first.interrupts[0].value["reason"]
         out = run(graph, Command(resume={"action": "extend", "budget": {"samples": 3}}), cfg())
         assert out.actions == ["retry", "accept"]  # the user's extension is logged, then the new attempt
@@ -452,7 +477,11 @@ class TestEvidence:
         assert any(n.startswith("agreement: posterior of") and n.endswith("over 1 samples") for n in notes)
         assert any(n.endswith("over 3 samples") for n in ref.verdicts[0]["verdict"]["evidence"]["notes"])
         assert out.output["result"]["usage"]["samples"] == ref.output["result"]["usage"]["samples"] == 3
-        assert out.verdicts[0]["verdict"]["confidence"] < ref.verdicts[0]["verdict"]["confidence"]
+        # One vote and no logprobs is no check at all: that verdict claims no confidence.
+        one_vote = out.verdicts[0]["verdict"]
+        assert (one_vote["checked"], one_vote["confidence"]) == (False, None)
+        assert ref.verdicts[0]["verdict"]["checked"] is True
+        assert ref.verdicts[0]["verdict"]["confidence"] >= 0.9
         assert ref.actions == ["accept"] and out.actions == ["stop"]
 
     def test_members_that_agree_count_for_more_than_one_agreeing_with_itself(self, run: Runner) -> None:

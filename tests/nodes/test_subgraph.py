@@ -44,19 +44,22 @@ class TestEmbedding:
         assert out.actions == ["accept"]
 
     def test_budget_exhaustion_in_the_subgraph_ends_the_step_with_stop(self, run: Runner) -> None:
-        # Samples disagree, each refine needs three more, the step may draw five: the second attempt's
-        # reservation is refused and the step stops; the parent graph carries on to "report".
+        # Samples disagree, each refine needs three more, the step may draw five: the refine the
+        # first attempt calls for cannot be paid for, so the step stops at once; the parent graph
+        # carries on to "report".
         backend = ScriptedBackend(["1", "2", "3"], cycle=True)
         policy = Policy(stopping="sc-3", min_samples=3, max_samples=3, low_confidence=("refine",))
         step = ControlledStep(backend, policy=policy, budget=Budget(samples=5))
         out = run(parent_with(step), user("q"))
-        assert out.actions == ["refine", "stop"]
+        assert out.actions == ["stop"]
+        assert len(backend.calls) == 1
         assert out.output["report"] == "stopped: 1"
         result = out.output["result"]
         assert result["usage"]["samples"] == 3
         # 3 samples were used; the refine's 3 more would pass 5: no call was made, so not "spent".
-        assert result["reason"] == (
-            "step 'step' budget 'samples' would be exceeded: 3 estimated for this call + 3 spent > limit 5"
+        assert result["reason"].startswith(
+            "step 'step' budget 'samples' would be exceeded: 3 estimated for this call + 3 spent > limit 5; "
+            "the refine it called for was not started (confidence "
         )
 
     def test_a_run_ledger_is_shared_by_steps(self, run: Runner) -> None:

@@ -11,7 +11,7 @@ from langgraph.types import Command
 
 from retryctl.audit import DecisionLog, VerdictRecord, read_records
 from retryctl.controller import Budget, Ledger, ManualClock, Policy
-from tests.nodes._support import Runner, StreamingToolNode
+from tests.nodes._support import RateLimited, Runner, StreamingToolNode
 from tests.nodes.test_tool_node import Calls, graph_of, tool_messages
 
 ASK_ON_EXHAUSTION = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
@@ -144,10 +144,47 @@ class TestFailedCallsAreCharged:
         ledger = Ledger(Budget(attempts=2))
         node = StreamingToolNode([calculator], run_ledger=ledger, sleep=lambda s: None, asleep=_no_wait)
         out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
-        assert out.actions == ["retry", "retry", "stop"]
-        assert len(seen) == 2  # the third try is refused before the tool runs
+        # The second failure spends the budget: no retry is given that it could not pay for.
+        assert out.actions == ["retry", "stop"]
+        assert len(seen) == 2
         assert "attempts" in str(tool_messages(out)[-1].content)
         assert ledger.snapshot().used["attempts"] == 2
+
+
+class TestNoWaitForARetryTheBudgetCannotPay:
+    """A verdict that needs an attempt reserves it first: the last attempt's 429 is a stop at once,
+    not a 3 s sleep and then the stop."""
+
+    def test_a_rate_limited_tool_stops_at_the_spent_budget_without_sleeping(
+        self, run: Runner, tmp_path: Any
+    ) -> None:
+        from langchain_core.tools import tool
+
+        tried: list[int] = []
+
+        @tool
+        def calculator(expression: str) -> str:
+            """Evaluate an arithmetic expression."""
+            tried.append(1)
+            raise RateLimited("3")
+
+        slept: list[float] = []
+
+        async def asleep(seconds: float) -> None:
+            slept.append(seconds)
+
+        path = tmp_path / "log.jsonl"
+        ledger = Ledger(Budget(attempts=2))
+        with DecisionLog(path) as log:
+            node = StreamingToolNode([calculator], ledger=ledger, sleep=slept.append, asleep=asleep, log=log)
+            out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
+        assert out.actions == ["retry", "stop"]
+        assert len(tried) == 2 and slept == [3.0]  # the first retry's wait; none before the stop
+        retry, stop = [r for r in read_records(path) if isinstance(r, VerdictRecord)]
+        assert retry.retry_after_s == 3.0
+        assert stop.action.value == "stop" and stop.retry_after_s is None
+        assert stop.reason.startswith("run budget 'attempts' is spent (2 of 2); the retry it called for")
+        assert (stop.budget.used["attempts"], stop.budget.limit["attempts"]) == (2, 2)
 
 
 async def _no_wait(seconds: float) -> None:

@@ -203,7 +203,7 @@ class TestWallBudget:
         assert "only 20s of the wall_s budget is left" in pending.value["reason"]
         assert actions(Path(log.path), "tool:limited:c0") == ["ask_user"] and sim.slept == []
 
-    def test_a_backoff_is_cut_to_the_wall_budget_left(self, log, mode, tools) -> None:
+    def test_a_backoff_the_wall_budget_cannot_pay_is_not_slept(self, log, mode, tools) -> None:
         path, sim = Path(log.path), SimClock()
         node = ControlledToolNode(
             [tools.raising("down", lambda: ConnectionError("refused"))],
@@ -214,9 +214,13 @@ class TestWallBudget:
             asleep=sim.asleep,
         )
         call_tools(tool_graph(node), ["down"], mode)
-        assert sim.slept == pytest.approx([0.5, 0.2])  # exponential 0.5 then 1.0, cut to what was left
-        assert actions(path, "tool:down:c0") == ["retry", "retry", "stop"]
-        assert "run budget 'wall_s' is spent (0.7 of 0.7)" in verdicts(path)[-1].reason
+        # Exponential 0.5, then 1.0 with 0.2 s left: that retry would start after the budget is
+        # spent, so it is not given (nor its wait slept, cut or whole): the stop comes at once.
+        assert sim.slept == pytest.approx([0.5])
+        assert actions(path, "tool:down:c0") == ["retry", "stop"]
+        assert "would be retried after a wait of 1s, but only 0.2s of the wall_s budget is left" in (
+            verdicts(path)[-1].reason
+        )
         assert tools.count("down") == 2
         assert_promises(path, "t")
 
@@ -240,9 +244,8 @@ class TestWallBudget:
             backend.close()
         assert out["result"]["status"] == "stopped"
         assert actions(path, "solve") == ["retry", "stop"]
-        assert (
-            "asks for a wait of 600s, but only 29.5s of the wall_s budget is left" in out["result"]["reason"]
-        )
+        capped = "asks for a wait of 600s (120s as the backoff waits it), but only 29.5s of the wall_s"
+        assert f"{capped} budget is left" in out["result"]["reason"]
         assert sim.slept == [0.5]
         [run_id] = {r.run_id for r in verdicts(path)}  # no run id in the config: one drawn for the run
         assert_promises(path, run_id)

@@ -3,12 +3,13 @@
 Kept verbatim (but for this docstring, the entry point's name, and the per-budget stop reasons of
 issue 12, changed here as in ``_totals.py``: a budget's name is kept in a reason's shape and given
 as the row's ``budget``; and issue 13's ``accepted_ece`` and ``reliability`` of the accepted steps'
-last confidences) so that ``test_totals.py`` can check that totalling steps in halves and
+last confidences; and issue 27's ``unchecked``, which reads the record-level counts, not the steps,
+so it is the package's own) so that ``test_totals.py`` can check that totalling steps in halves and
 joining them gives, bit for bit, what this gives.
 
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
 ``overview``, ``verdicts``, ``stop_reasons``, ``per_step``, ``cost``, ``black_holes``,
-``threshold_hints``, ``accuracy``, ``samples_hist``.
+``threshold_hints``, ``accuracy``, ``samples_hist``, ``unchecked``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from retryctl._answers import answers_agree
 from retryctl._scores import ece, reliability
 from retryctl.report._model import Analysis, StepOutcome, no_cyclic_gc
+from retryctl.report._unchecked import unchecked
 
 __all__ = ["reference_summarise"]
 
@@ -65,6 +67,7 @@ def _sections(analysis: Analysis) -> dict[str, Any]:
         "threshold_hints": _threshold_hints(steps),
         "accuracy": _accuracy(steps),
         "samples_hist": _samples_hist(steps),
+        "unchecked": unchecked(analysis),
     }
 
 

@@ -172,7 +172,7 @@ def _tool_graph(log: DecisionLog, ledger: Ledger) -> Any:
     lookup = flaky_tool()
     calls = [{"name": "lookup", "args": {"key": "unit"}, "id": "call-1"}]
     model = FakeMessagesListChatModel(responses=[AIMessage("", tool_calls=calls), AIMessage("done")])
-    tools = ControlledToolNode([lookup], ledger=ledger, log=log, sleep=no_wait)
+    tools = ControlledToolNode([lookup], run_ledger=ledger, log=log, sleep=no_wait)
 
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}

@@ -75,6 +75,10 @@ def _odd_lines() -> list[bytes]:
         {"budget": {"scope": "step", "used": {"samples": 2}, "charged": {}}},
         {"budget": {"scope": "other", "used": {"samples": 2}}},
         {"budget": {"scope": "run", "charged": {"samples": "1"}}},
+        {"action": "accept", "checked": False, "target": "calc"},
+        {"action": "accept", "checked": True, "confidence": 0.9},
+        {"action": "accept", "checked": None},
+        {"action": "accept", "checked": 0},
     ]
     lines = [json.dumps({**base, **v}).encode() + b"\n" for v in variants]
     summary = {

@@ -1,0 +1,66 @@
+"""Whether the ledgers can pay for one more attempt: the test :meth:`Ledger.try_reserve` makes, on the
+plain data of their snapshots, so that :func:`~retryctl.controller.decide` issues a retry, switch or
+refine only when the attempt it calls for could start (and says which limit refuses it otherwise).
+
+The figures are compared exactly, as the ledger compares them (``0.1 + 0.2`` fits a limit of ``0.3``).
+A wait before the attempt (a retry's backoff) is wall time: the attempt must still find some of the
+wall-time budget left once it is over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retryctl.controller._budget import ADDITIVE_NAMES, Usage
+from retryctl.controller._exhaustion import Exhaustion, LedgerSnapshot
+from retryctl.controller._ledger import _exact, _Num
+
+__all__ = ["ONE_ATTEMPT", "refusal"]
+
+ONE_ATTEMPT = Usage(attempts=1)
+"""The least any attempt reserves, whatever the driver: it is a call."""
+
+
+def refusal(ledgers: Sequence[LedgerSnapshot], cost: Usage, wait_s: float = 0.0) -> Exhaustion | None:
+    """The first limit, at any scope of ``ledgers`` (each snapshot with its parents), that refuses an
+    attempt costing ``cost`` after a wait of ``wait_s`` seconds; ``None`` when every scope can pay."""
+    want = {name: _exact(getattr(cost, name)) for name in ADDITIVE_NAMES}
+    for snapshot in ledgers:
+        scope: LedgerSnapshot | None = snapshot
+        while scope is not None:
+            refused = _refusal(scope, want, cost.wall_s, wait_s)
+            if refused is not None:
+                return refused
+            scope = scope.parent
+    return None
+
+
+def _refusal(scope: LedgerSnapshot, want: dict[str, _Num], wall_s: float, wait_s: float) -> Exhaustion | None:
+    for name in ADDITIVE_NAMES:
+        limit = scope.limit.get(name)
+        if limit is None:
+            continue
+        used = _exact(scope.used.get(name, 0.0))
+        held = _exact(scope.reserved.get(name, 0.0))
+        if used + held + want[name] > _exact(limit):
+            return Exhaustion(
+                limit_name=name,
+                limit=limit,
+                used=float(used),
+                scope=scope.scope,
+                requested=float(want[name]),
+                reserved=float(held),
+            )
+    limit = scope.limit.get("wall_s")
+    if limit is not None:
+        after = scope.used.get("wall_s", 0.0) + wait_s
+        # As the ledger refuses a call on a spent clock, even one that would take no time.
+        if after >= limit or after + wall_s > limit:
+            return Exhaustion(
+                limit_name="wall_s",
+                limit=limit,
+                used=scope.used.get("wall_s", 0.0),
+                scope=scope.scope,
+                requested=wait_s + wall_s,
+            )
+    return None

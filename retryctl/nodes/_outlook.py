@@ -1,0 +1,68 @@
+"""What a sampling attempt's ``decide`` is told of the budget ahead: the ledgers the next attempt would
+be charged to, and what that attempt would reserve on each member of the group (its first draw), so
+that a retry, switch or refine the budget cannot pay for is a stop at once, not a wait and then a stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from retryctl.controller import Ledger, LedgerSnapshot, PriceTable, StepLedger, Usage
+from retryctl.models._messages import Message
+from retryctl.nodes._sampling import DrawRequest, SamplingSchedule, _estimate
+
+__all__ = ["first_draw", "outlook"]
+
+
+def first_draw(
+    messages: Sequence[Message],
+    model: str,
+    *,
+    min_samples: int,
+    max_samples: int,
+    schedule: SamplingSchedule,
+    prices: PriceTable | None,
+) -> Usage:
+    """What an attempt on ``model`` reserves before it draws anything: its first draw, of
+    ``min_samples`` (one call, its prompt and ``max_tokens`` for each sample, their price), as
+    :func:`~retryctl.nodes._sampling.sampling` reserves it when a larger first batch does not fit."""
+    params = schedule.params(attempt=1, drawn=0, disagreed=False)
+    return _estimate(messages, DrawRequest(min(min_samples, max_samples), params), model, prices)
+
+
+def outlook(
+    ledgers: Sequence[Ledger | StepLedger],
+    messages: Sequence[Message],
+    members: Sequence[str],
+    *,
+    min_samples: int,
+    max_samples: int,
+    schedule: SamplingSchedule,
+    prices: PriceTable | None,
+) -> dict[str, Any]:
+    """The ``ledgers`` and ``next_cost`` of an observation (see :class:`~retryctl.controller.Observation`):
+    nothing when no ledger limits anything."""
+    snapshots: list[LedgerSnapshot] = [ledger.snapshot() for ledger in ledgers]
+    if not any(_limited(s) for s in snapshots):
+        return {}
+    cost = {
+        member: first_draw(
+            messages,
+            member,
+            min_samples=min_samples,
+            max_samples=max_samples,
+            schedule=schedule,
+            prices=prices,
+        )
+        for member in members
+    }
+    return {"ledgers": snapshots, "next_cost": cost}
+
+
+def _limited(snapshot: LedgerSnapshot | None) -> bool:
+    while snapshot is not None:
+        if any(v is not None for v in snapshot.limit.values()):
+            return True
+        snapshot = snapshot.parent
+    return False
