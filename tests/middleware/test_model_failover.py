@@ -3,9 +3,7 @@ and a chat model's own client retries are not stacked under the controller's."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 
@@ -185,45 +183,12 @@ class TestModelBreaker:
             RetryController(model_breaker={"failure_threshold": 2})  # type: ignore[arg-type]
 
 
-class _Counting503:
-    """A server on 127.0.0.1 that answers every request 503 and counts them."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                owner.requests += 1
-                body = b'{"error": {"message": "unavailable", "type": "server_error"}}'
-                self.send_response(503)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02})
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-
 @pytest.fixture
-def unavailable() -> Iterator[_Counting503]:
-    server = _Counting503()
-    server.thread.start()
+def unavailable() -> Iterator[FaultServer]:
+    """A server on 127.0.0.1 that answers every request 503 (``requests`` counts them)."""
+    server = FaultServer(default=status(503)).start()
     yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    server.stop()
 
 
 @pytest.fixture
@@ -239,7 +204,7 @@ def _openai(url: str, **settings: Any) -> ChatOpenAI:
 
 class TestClientRetries:
     def test_chat_openai_retries_are_not_stacked_under_the_controller(
-        self, tmp_path: Path, mode: str, unavailable: _Counting503
+        self, tmp_path: Path, mode: str, unavailable: FaultServer
     ) -> None:
         model = ChatOpenAI(
             model="m", base_url=unavailable.url, api_key=SecretStr("k"), max_retries=2, timeout=5
@@ -253,7 +218,7 @@ class TestClientRetries:
         tries = _model_targets(tmp_path / "log.jsonl")
         assert [a for _, a in tries] == ["retry", "retry", "stop"]
         # One HTTP request per try the controller made, charged and logged: not 3 each.
-        assert unavailable.requests == len(tries) == 3
+        assert len(unavailable.requests) == len(tries) == 3
         # The user's model is left as it was.
         assert model.max_retries == 2 and model.root_client.max_retries == 2
 

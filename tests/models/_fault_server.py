@@ -84,11 +84,12 @@ def reset() -> Reply:
 
 
 class FaultServer:
-    """Pops one scripted :class:`Reply` per request, GET or POST (then answers ``ok``); records request
-    bodies (a body that is not JSON as ``{"raw": text}``)."""
+    """Pops one scripted :class:`Reply` per request, GET or POST (then answers ``default``, ``ok`` unless
+    given); records request bodies (a body that is not JSON as ``{"raw": text}``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, default: Reply | None = None) -> None:
         self.script: deque[Reply] = deque()
+        self.default = default or Reply()
         self.requests: list[dict[str, Any]] = []
         self.release = threading.Event()
         server = self
@@ -116,7 +117,7 @@ class FaultServer:
                 except ValueError:
                     request = {"raw": data.decode(errors="replace")}
                 server.requests.append(request)
-                reply = server.script.popleft() if server.script else Reply()
+                reply = server.script.popleft() if server.script else server.default
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._reply(reply, request)
 
