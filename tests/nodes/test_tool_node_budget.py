@@ -176,7 +176,9 @@ class TestNoWaitForARetryTheBudgetCannotPay:
         path = tmp_path / "log.jsonl"
         ledger = Ledger(Budget(attempts=2))
         with DecisionLog(path) as log:
-            node = StreamingToolNode([calculator], ledger=ledger, sleep=slept.append, asleep=asleep, log=log)
+            node = StreamingToolNode(
+                [calculator], run_ledger=ledger, sleep=slept.append, asleep=asleep, log=log
+            )
             out = run(graph_of(node), turn("call-1", "6*7"), {"configurable": {"thread_id": "t"}})
         assert out.actions == ["retry", "stop"]
         assert len(tried) == 2 and slept == [3.0]  # the first retry's wait; none before the stop
