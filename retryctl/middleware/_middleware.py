@@ -104,7 +104,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
       row is skipped for the next fallback until its breaker's probe (``model_breaker``, on by
       default), across turns and runs. Models are called without their clients' own retries
       (``ChatOpenAI``'s ``max_retries``, the ``openai`` client's): each HTTP try is one attempt,
-      charged, logged and counted by the breaker (``retryctl.middleware._client_retries``).
+      charged, logged and counted by the breaker (``retryctl.models._client_retries``).
     - With ``sample_final=True`` a final answer (no tool calls, checks passed) is drawn again, each
       draw a model call, until ``model_policy``'s stopping rule stops (the first answer is the first
       sample; at least ``min_samples``, at most ``max_samples`` draws, fewer if a draw fails or the

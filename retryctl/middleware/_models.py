@@ -11,8 +11,8 @@ after a backoff, ``switch`` to the next fallback model (``request.override(model
 with an ``AIMessage`` saying why) or ``accept``. With sampling on, an accepted final answer (no tool
 calls) is drawn again until the policy's stopping rule is satisfied, and judged on agreement; the
 draw returned is one of the answer the verdict accepted, and its record names it (``chosen``).
-Models are called without their clients' own retries (:mod:`._client_retries`): each HTTP try is an
-attempt here.
+Models are called without their clients' own retries (:mod:`retryctl.models._client_retries`): each
+HTTP try is an attempt here.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from retryctl.controller import (
 from retryctl.controller._breaker import counts_against
 from retryctl.controller._error_rules import Classifier
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
-from retryctl.middleware._client_retries import without_client_retries
 from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
 from retryctl.middleware._runs import Run
+from retryctl.models._client_retries import without_client_retries
 from retryctl.nodes._events import Emitter, charged_between
 from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
 
@@ -97,7 +97,8 @@ class ModelCalls:
     ) -> None:
         self.fallbacks = fallbacks
         self._called = {key: without_client_retries(model) for key, model in fallbacks.items()}
-        """The fallbacks as they are called: without their clients' own retries (``_client_retries``)."""
+        """The fallbacks as they are called: without their clients' own retries
+        (``retryctl.models._client_retries``)."""
         self.engine = engine
         self.extra_tools = extra_tools
         self.breaker = breaker

@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
 from retryctl.models._base import BackendBase, check_k
+from retryctl.models._client_retries import without_client_retries
 from retryctl.models._errors import (
     BackendError,
     BackendTimeout,
@@ -119,7 +120,10 @@ class LangChainBackend(BackendBase):
 
     ``to_kwargs`` decides which sampling knobs reach the model: :func:`stop_only_kwargs` (default)
     keeps the model's own settings; :func:`openai_style_kwargs` suits ``ChatOpenAI``-like models.
-    Tools are bound with the model's ``bind_tools``.
+    Tools are bound with the model's ``bind_tools``. The model is called without its client's own
+    retries (a copy with ``max_retries=0``: :mod:`retryctl.models._client_retries`; ``model`` itself is
+    not changed): the step retries, charges and logs each HTTP try itself, where ``ChatOpenAI``'s two
+    hidden retries a call would make one logged attempt three requests and their waits.
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class LangChainBackend(BackendBase):
     ) -> None:
         super().__init__()
         self.model = model
+        self._called = without_client_retries(model)
         self.to_kwargs = to_kwargs
         self._name = name or str(
             getattr(model, "model_name", None) or getattr(model, "model", None) or model._llm_type
@@ -151,9 +156,9 @@ class LangChainBackend(BackendBase):
 
     def _runnable(self, params: SamplingParams) -> Any:
         if not params.tools:
-            return self.model
+            return self._called
         try:
-            return self.model.bind_tools([t.to_openai() for t in params.tools])
+            return self._called.bind_tools([t.to_openai() for t in params.tools])
         except NotImplementedError as exc:
             raise TerminalBackendError(
                 f"{type(self.model).__name__} cannot bind tools", backend=self.name

@@ -15,7 +15,7 @@ from pydantic import BaseModel, SecretStr
 from retryctl.controller import Breaker, BreakerConfig, ManualClock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.middleware import MODEL_BREAKER, RetryController
-from retryctl.middleware._client_retries import client_retries, without_client_retries
+from retryctl.models._client_retries import client_retries, without_client_retries
 from retryctl.runtime import SQLiteBreakerStore
 from tests.middleware._scripted import ScriptedChat, call, say
 from tests.middleware._support import Agent, ano_wait, last_ai, multiply, records

@@ -26,6 +26,7 @@ from retryctl.models import (
 )
 from retryctl.models._errors import UnclassifiedBackendError
 from retryctl.models._langchain import _classify
+from tests.models._fault_server import FaultServer, ok, status
 from tests.models.conftest import needs_llama
 
 Q = [{"role": "user", "content": "What is 6*7?"}]
@@ -147,3 +148,25 @@ class TestLangChainBackendWithChatOpenAI:
         assert cand.logprobs is not None and len(cand.logprobs) > 0
         assert all(t.logprob <= 0 and math.isfinite(t.logprob) for t in cand.logprobs)
         assert cand.usage.input_tokens > 0
+
+    def test_one_sample_is_one_http_try_whatever_the_clients_max_retries(self):
+        """ChatOpenAI's own retries (2 by default) would make one failed sample three requests and
+        their waits, unseen by the step's ledger and log: the backend calls a copy without them."""
+        from langchain_openai import ChatOpenAI
+        from pydantic import SecretStr
+
+        server = FaultServer(default=status(503)).start()
+        try:
+            model = ChatOpenAI(
+                model="m", base_url=server.url, api_key=SecretStr("k"), max_retries=2, timeout=5
+            )
+            backend = LangChainBackend(model, to_kwargs=openai_style_kwargs)
+            with pytest.raises(TransientBackendError):
+                backend.sample_sync([{"role": "user", "content": "hi"}], SamplingParams(max_tokens=8))
+            assert len(server.requests) == 1
+            assert model.max_retries == 2 and model.root_client.max_retries == 2  # the user's, unchanged
+            server.script.append(ok())
+            [cand] = backend.sample_sync([{"role": "user", "content": "hi"}], SamplingParams(max_tokens=8))
+            assert cand.text == "42-0" and len(server.requests) == 2
+        finally:
+            server.stop()

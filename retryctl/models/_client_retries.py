@@ -3,7 +3,9 @@ controller wraps.
 
 ``ChatOpenAI`` (and every chat model built on the ``openai`` SDK) sends a failed request again inside
 one call, twice by default, with a backoff of its own; ``ChatAnthropic``'s ``max_retries`` does the
-same. Under :class:`~retryctl.middleware.RetryController` that stacks: each try the controller makes
+same. Under :class:`~retryctl.middleware.RetryController`, or a
+:class:`~retryctl.models.LangChainBackend` under :class:`~retryctl.nodes.ControlledStep`, that stacks:
+each try the controller makes
 and charges is up to three HTTP requests and their waits, which the ledger, the log and the model's
 breaker never see (a dead endpoint: 6.4 s a call against 0.4 s with ``max_retries=0``), and
 ``Budget(attempts=...)`` or ``wall_s`` bound tries that are not the real ones.
