@@ -5,12 +5,12 @@ that a retry, switch or refine the budget cannot pay for is a stop at once, not 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retryctl.controller import Ledger, LedgerSnapshot, PriceTable, StepLedger, Usage
 from retryctl.models._messages import Message
-from retryctl.nodes._sampling import DrawRequest, SamplingSchedule, _estimate
+from retryctl.nodes._sampling import DrawRequest, OutputLimit, SamplingSchedule, _estimate
 
 __all__ = ["first_draw", "outlook"]
 
@@ -23,12 +23,14 @@ def first_draw(
     max_samples: int,
     schedule: SamplingSchedule,
     prices: PriceTable | None,
+    output_limit: OutputLimit | None = None,
 ) -> Usage:
     """What an attempt on ``model`` reserves before it draws anything: its first draw, of
-    ``min_samples`` (one call, its prompt and ``max_tokens`` for each sample, their price), as
+    ``min_samples`` (one call, its prompt and its output limit for each sample, their price), as
     :func:`~retryctl.nodes._sampling.sampling` reserves it when a larger first batch does not fit."""
     params = schedule.params(attempt=1, drawn=0, disagreed=False)
-    return _estimate(messages, DrawRequest(min(min_samples, max_samples), params), model, prices)
+    request = DrawRequest(min(min_samples, max_samples), params)
+    return _estimate(messages, request, model, prices, output_limit)
 
 
 def outlook(
@@ -36,13 +38,15 @@ def outlook(
     messages: Sequence[Message],
     members: Sequence[str],
     *,
+    output_limits: Mapping[str, OutputLimit | None] | None = None,
     min_samples: int,
     max_samples: int,
     schedule: SamplingSchedule,
     prices: PriceTable | None,
 ) -> dict[str, Any]:
     """The ``ledgers`` and ``next_cost`` of an observation (see :class:`~retryctl.controller.Observation`):
-    nothing when no ledger limits anything."""
+    nothing when no ledger limits anything. ``output_limits``: a member's backend's ``output_limit``
+    (a chat model's own ``max_tokens``), by member, as the draw itself reserves it."""
     snapshots: list[LedgerSnapshot] = [ledger.snapshot() for ledger in ledgers]
     if not any(_limited(s) for s in snapshots):
         return {}
@@ -54,6 +58,7 @@ def outlook(
             max_samples=max_samples,
             schedule=schedule,
             prices=prices,
+            output_limit=(output_limits or {}).get(member),
         )
         for member in members
     }

@@ -417,6 +417,7 @@ class ControlledStep(StepRoutes):
             ledgers,
             self._prompt(state, control),
             self.names,
+            output_limits={n: getattr(m, "output_limit", None) for n, m in self.models.items()},
             min_samples=p.min_samples,
             max_samples=p.max_samples,
             schedule=self.schedule,

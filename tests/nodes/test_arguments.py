@@ -177,6 +177,19 @@ class TestStepArguments:
         # One sample a draw (three at 200 would not fit), each charged what it used.
         assert (result["usage"]["samples"], result["usage"]["output_tokens"]) == (3, 15)
 
+    def test_a_refine_is_judged_at_the_chat_model_s_max_tokens(self, run: Runner) -> None:
+        # The refine's cost was estimated at the schedule's 512, not the model's 200: 512 + 5 > 300
+        # stopped the step where the refine it called for fits.
+        def says_42(text: str) -> bool:
+            return "42" in text
+
+        model = LimitedChat(messages=replies("The answer is 13", "The answer is 42"))
+        policy = Policy(**ONE_DRAW, weights={"validators": 1.0})
+        built = ControlledStep(model, policy=policy, budget=Budget(output_tokens=300), validators=[says_42])
+        out = run(built.compile(), user("6 * 7?"))
+        assert out.actions == ["refine", "accept"]
+        assert out.output["result"]["answer"] == "42"
+
     def test_a_limit_the_call_sends_wins_over_the_model_s(self) -> None:
         backend = LangChainBackend(LimitedChat(messages=replies()), to_kwargs=openai_style_kwargs)
         assert backend.output_limit(SamplingParams(max_tokens=64)) == 64
