@@ -167,9 +167,15 @@ class _Builder:
                 "confidence": obs.stop.confidence,
                 "reason": obs.stop.reason,
             }
+        # What an unchecked result was accepted on is only that the call returned ("validators" 1.0 of
+        # the driver's own mark): shown as a signal, it would read as a check that passed.
+        measured = fusion if fusion is not None and not self.unchecked else None
+        notes = [*obs.notes, *(fusion.notes if fusion else [])]
+        if self.unchecked:
+            notes.append("no check ran: the call returned, and nothing judged what it returned")
         self.evidence = Evidence(
-            signals=dict(fusion.signals) if fusion else {},
-            weights=dict(fusion.weights) if fusion else {},
+            signals=dict(measured.signals) if measured else {},
+            weights=dict(measured.weights) if measured else {},
             thresholds={
                 "accept": policy.accept_threshold,
                 "max_retries": policy.max_retries,
@@ -182,7 +188,7 @@ class _Builder:
             breakers=dict(obs.breakers),
             error_class=obs.error.error_class.value if obs.error else None,
             stopping=stopping,
-            notes=[*obs.notes, *(fusion.notes if fusion else [])],
+            notes=notes,
         )
 
     def __call__(self, action: Action, reason: str, **extra: Any) -> Verdict:

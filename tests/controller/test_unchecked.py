@@ -34,7 +34,9 @@ class TestUncheckedVerdicts:
         assert (verdict.checked, verdict.confidence) == (False, None)
         assert verdict.reason == "accepted unchecked: no check ran on the result of 'multiply'"
         assert str(verdict) == "accept: accepted unchecked: no check ran on the result of 'multiply'"
-        assert verdict.evidence.signals == {"validators": 1.0}  # what it rests on stays visible
+        # The driver's "it returned" mark is no signal a reader should take for a passed check.
+        assert verdict.evidence.signals == {} and verdict.evidence.weights == {}
+        assert "no check ran: the call returned" in " ".join(verdict.evidence.notes)
 
     def test_a_validator_that_checks_makes_it_checked(self) -> None:
         positive = ValidatorResult("positive", True)
