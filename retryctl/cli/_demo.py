@@ -211,7 +211,7 @@ def _check_setup(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(_SETUP_EXIT) from None
     if base_url is None:
-        require_embedded_build()
+        require_embedded_build("retryctl demo")
     else:
         require_extra("openai", "retryctl demo --base-url")
 

@@ -65,6 +65,14 @@ def _check_model(console: Console, threads: int | None) -> str | None:
     First in a child process: a llama.cpp built for instructions this CPU cannot run dies with SIGILL,
     which would end doctor itself without a word. Only a build that survived it is loaded here.
     """
+    from retryctl._extras import require_extra
+    from retryctl.exceptions import MissingExtra
+
+    try:
+        require_extra("local", feature="the embedded model")
+    except MissingExtra as exc:
+        console.print(f"model: not installed (no module {escape(str(exc.module))})")
+        return str(exc)
     # llama.cpp loads only when doctor runs, not with every `retryctl` command.
     from retryctl.models import EmbeddedBackend, SamplingParams, check_embedded_build
 

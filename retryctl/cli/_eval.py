@@ -122,7 +122,7 @@ def eval_(
     except ConfigError as exc:
         _fail(str(exc))
     if base_url is None:
-        require_embedded_build()
+        require_embedded_build("retryctl eval")
     console = Console(stderr=True)
 
     def on_done(kind: str, line: dict[str, Any]) -> None:

@@ -1,10 +1,12 @@
 """Before a command relies on the embedded model (does its llama.cpp build run on this CPU?) or on an
 extra of ``pip install retryctl`` (is it installed?).
 
-``retryctl demo`` and ``retryctl batch`` (offline, on the default graph) check the build once per
-installed build (the answer is cached) and exit with a ``problem:`` line instead of dying with SIGILL
-halfway through. A command that needs an extra (``serve``, ``calibrate``, ``--base-url``) checks it
-first and exits with one ``problem:`` line naming it instead of a traceback's ``ModuleNotFoundError``.
+``retryctl demo``, ``batch``, ``eval``, ``record``, ``sweep`` (offline) and ``serve --embedded`` check
+that the ``local`` extra is installed, then the build once per installed build (the answer is cached),
+and exit with a ``problem:`` line instead of writing an empty decision log and stopping at the first
+call, or dying with SIGILL halfway through. A command that needs an extra (``serve``, ``calibrate``,
+``--base-url``) checks it first and exits with one ``problem:`` line naming it instead of a traceback's
+``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ MODEL_EXIT = 2
 the command needs is not installed."""
 
 
-def require_embedded_build() -> None:
-    """Exit :data:`MODEL_EXIT` with one ``problem:`` line on stderr if the embedded build cannot run."""
+def require_embedded_build(command: str) -> None:
+    """Exit :data:`MODEL_EXIT` with one ``problem:`` line on stderr if ``command`` cannot run the
+    embedded model: the ``local`` extra is not installed, or its build cannot run here."""
+    require_extra("local", command)
     # Imported here: the other commands never need the models package.
     from retryctl.models import check_embedded_build
 

@@ -53,7 +53,7 @@ def _backend(base_url: str | None, model_name: str | None, command: str) -> Mode
     except ConfigError as exc:
         _fail(str(exc))
     if base_url is None:
-        require_embedded_build()
+        require_embedded_build(f"retryctl {command}")
     return model
 
 
@@ -289,6 +289,7 @@ def sweep(
         )
         for p in points
     ]
+    backend = _backend(base_url, model_name, "sweep")  # a missing extra leaves no empty --out behind
     out.mkdir(parents=True, exist_ok=True)
     done = [_check_resume(out / point.file_name, plan) for point, plan in zip(points, plans, strict=True)]
     if html is not None:
@@ -296,7 +297,6 @@ def sweep(
             check_output(html, what="--html page", inputs=[(tasks_path, "task file")])
         except PathError as exc:
             _fail(str(exc))
-    backend = _backend(base_url, model_name, "sweep")
     for point, plan, ids in zip(points, plans, done, strict=True):
         _record_with_progress(tasks, backend, out / point.file_name, plan, label=point.label, done=ids)
     rows = [point_figures(p, out / p.file_name) for p in points]

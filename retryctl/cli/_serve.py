@@ -125,7 +125,7 @@ def serve(
     if config.embedded:
         from retryctl.cli._model_check import require_embedded_build
 
-        require_embedded_build()
+        require_embedded_build("retryctl serve --embedded")
 
     import uvicorn
 
