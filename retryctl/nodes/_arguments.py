@@ -192,8 +192,10 @@ def model_backends(models: object) -> list[ModelBackend]:
     """A step's equivalence group as backends: a LangChain chat model is wrapped in
     :class:`~retryctl.models.LangChainBackend` (its own temperature and ``max_tokens`` apply); anything
     else that is not a backend is a ``ConfigError`` naming ``models[i]``."""
-    # A str is iterable too: take it whole, so the error names "gpt", not its first letter.
-    single = isinstance(models, ModelBackend | BaseChatModel | str) or not isinstance(models, Iterable)
+    # A str is iterable too, and so is any pydantic model (a tool: its fields): take them whole, so the
+    # error names the thing given, not its first letter or field.
+    whole = ModelBackend | BaseChatModel | str | BaseModel
+    single = isinstance(models, whole) or not isinstance(models, Iterable)
     group = [models] if single else list(models)  # type: ignore[call-overload]
     if not group:
         raise ConfigError(field="models", value=models, problem="needs at least one model backend")

@@ -105,6 +105,13 @@ class TestNamedAtConstruction:
             ControlledStep([ScriptedBackend(["42"]), "gpt-4o"])  # type: ignore[list-item]
         assert caught.value.field == "models[1]"
 
+    def test_a_tool_given_as_the_model_is_named_whole(self) -> None:
+        # A tool is a pydantic model, so iterable (its fields): it was read as a group of its fields.
+        tool = Calls().calculator()
+        with pytest.raises(ConfigError, match="LangChainBackend") as caught:
+            ControlledStep(tool)  # type: ignore[arg-type]
+        assert caught.value.field == "models[0]" and caught.value.value is tool
+
 
 class TestToolNodeArguments:
     def test_groups_may_name_the_node_s_tools(self, run: Runner) -> None:
