@@ -47,7 +47,7 @@ from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
 from retryctl.nodes._tool_call import ToolCallController
 from retryctl.nodes._tool_defer import DeferredLog
 from retryctl.nodes._tool_errors import DEFAULT_HANDLE_TOOL_ERRORS, ErrorHandling, HandleToolErrors
-from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, ToolResult
+from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, ToolResult, is_idempotent
 from retryctl.nodes._tool_timeout import awithin, within
 
 __all__ = ["TOOL_POLICY", "AsyncExecute", "ControlledToolCalls", "Execute"]
@@ -139,7 +139,7 @@ class ControlledToolCalls:
           replays while a later step that reuses a call id runs again.
         - ``backoff``, ``sleep``, ``asleep``, ``clock``: waits between retries and time, injectable so
           tests never wait. ``timeout_s``: a bound on each attempt (``None``: none); an overrun is a
-          transient fault.
+          transient fault, but a non-idempotent sync tool's (its thread runs on) is never retried.
         - ``handle_tool_errors``: what becomes of an error the controller has nothing to add to (it
           ends the call): ToolNode's argument, with ToolNode's default and meaning (raise, or an error
           ``ToolMessage`` made as ToolNode makes it). Give ``False`` when ``execute`` already applies
@@ -236,7 +236,8 @@ class ControlledToolCalls:
         if not isinstance(prepared, ToolCallRequest):
             return prepared  # a non-idempotent tool's journaled result
         try:
-            result = within(self.timeout_s, execute, prepared)
+            rerunnable = prepared.tool is None or is_idempotent(prepared.tool)
+            result = within(self.timeout_s, execute, prepared, idempotent=rerunnable)
         except BaseException as exc:
             _close(reservation, exc)
             raise

@@ -87,7 +87,8 @@ class ControlledToolNode(ToolNode):
 
     ``timeout_s`` bounds each call (``None``: no bound). An async call that overruns is cancelled; a sync
     one cannot be stopped (Python cannot kill a thread), so it is left to finish in a daemon thread and
-    its result is dropped: a non-idempotent sync tool that overruns may still complete its effect.
+    its result is dropped. It may still complete its effect, so a non-idempotent sync tool that overruns
+    is not run again (a terminal ``AbandonedCall``: a switch or a stop); any other is retried.
     """
 
     def __init__(

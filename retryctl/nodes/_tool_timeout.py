@@ -6,9 +6,11 @@ import asyncio
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-__all__ = ["awithin", "overran", "within"]
+from retryctl.exceptions import RetryctlError
+
+__all__ = ["AbandonedCall", "awithin", "overran", "within"]
 
 _R = TypeVar("_R")
 _A = TypeVar("_A")
@@ -19,9 +21,22 @@ def overran(timeout_s: float) -> TimeoutError:
     return TimeoutError(f"the tool did not answer within timeout_s={timeout_s:g}")
 
 
-def within(timeout_s: float | None, execute: Callable[[_A], _R], request: _A) -> _R:
+class AbandonedCall(RetryctlError):
+    """A sync call of a non-idempotent tool given up after ``timeout_s``: its thread cannot be stopped
+    and may still complete the call's effect, so the call is never run again (terminal)."""
+
+    error_class: ClassVar[str | None] = "terminal"
+
+
+def within(
+    timeout_s: float | None, execute: Callable[[_A], _R], request: _A, *, idempotent: bool = True
+) -> _R:
     """``execute(request)``, given up after ``timeout_s``: it runs in a daemon thread (with this
-    thread's context, which carries LangGraph's config) that is abandoned if it overruns."""
+    thread's context, which carries LangGraph's config) that is abandoned if it overruns.
+
+    A thread cannot be cancelled: the abandoned call may still finish, and its effect with it. A retry
+    of it would run beside it, so an overrun of a non-idempotent tool is :class:`AbandonedCall`
+    (never retried); of any other tool a ``TimeoutError`` that says the call was abandoned."""
     if timeout_s is None:
         return execute(request)
     context = contextvars.copy_context()
@@ -37,7 +52,14 @@ def within(timeout_s: float | None, execute: Callable[[_A], _R], request: _A) ->
     worker.start()
     worker.join(timeout_s)
     if not outcome:
-        raise overran(timeout_s)
+        if not idempotent:
+            raise AbandonedCall(
+                f"the tool did not answer within timeout_s={timeout_s:g} and was abandoned, still "
+                "running: it is not idempotent, so it is not run again beside it"
+            )
+        raise TimeoutError(
+            f"the tool did not answer within timeout_s={timeout_s:g} (abandoned, still running)"
+        )
     finished, value = outcome[0]
     if not finished:
         raise value
