@@ -45,13 +45,17 @@ _INTERNED = 50_000
 class Pending:
     """The costs a fold charged to each target, in file order, not yet added to the totals."""
 
-    __slots__ = ("floats", "mixed", "samples", "strings", "usd")
+    __slots__ = ("floats", "input_tokens", "mixed", "output_tokens", "samples", "strings", "usd")
 
     def __init__(self) -> None:
         self.samples: dict[Any, list[Any]] = {}
         """Samples charged, per target, in file order."""
         self.usd: dict[Any, list[Any]] = {}
         """USD charged, per target, in file order."""
+        self.input_tokens: dict[Any, list[Any]] = {}
+        """Input tokens charged, per target, in file order."""
+        self.output_tokens: dict[Any, list[Any]] = {}
+        """Output tokens charged, per target, in file order."""
         self.mixed = False
         """Whether a dict record was folded (what was pending was applied before it)."""
         self.strings: dict[str, str] = {}
@@ -63,8 +67,12 @@ class Pending:
         """Add the pending charges to ``out``'s totals and start empty."""
         add_charges(out.target_samples, self.samples)
         add_charges(out.target_usd, self.usd)
+        add_charges(out.target_input_tokens, self.input_tokens)
+        add_charges(out.target_output_tokens, self.output_tokens)
         self.samples.clear()  # in place: a fold in progress holds these dicts
         self.usd.clear()
+        self.input_tokens.clear()
+        self.output_tokens.clear()
 
 
 def add_charges(totals: Counter[Any], charges: dict[Any, list[Any]]) -> None:
@@ -101,7 +109,7 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     targets_append = targets.append
     errors_append = error_classes.append
     conf_append = confidences.append
-    p_samples, p_usd = pending.samples, pending.usd
+    p_samples, p_usd, p_in, p_out = pending.samples, pending.usd, pending.input_tokens, pending.output_tokens
     # Equal values the steps keep (actions, reasons, answers, costs) become one object: the steps'
     # fields are then few objects, which the summary reads many times over (twice as fast).
     strs = pending.strings.setdefault
@@ -147,8 +155,6 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
             step.last_confidence = r.confidence
             step.last_reason = strs(r.reason, r.reason)
             attempt = r.attempt
-            if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
-                step.attempts = attempt
             answer = r.answer
             if answer is not None and not step.has_summary:
                 step.answer = strs(answer, answer) if type(answer) is str else answer
@@ -157,16 +163,26 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 accept = thresholds.accept
                 step.threshold = floats(accept, accept) if type(accept) is float and accept > 0 else accept
             target = r.target or "(none)"
-            targets_append(target)
             if action == "accept":
                 accepts.append((step_id, target, r.checked))
             budget = r.budget
+            if budget is not None and budget.scope is not None:  # it says what its attempt charged
+                charged = budget.charged
+                if charged is not None:
+                    k = int(charged.attempts)
+                    if k > 0:
+                        step.attempts = step.attempts + k
+                        if k == 1:
+                            targets_append(target)
+                        else:
+                            targets.extend(repeat(target, k))
+                    _charge(step, charged, target, (p_samples, p_usd, p_in, p_out))
+            else:  # one verdict, one attempt
+                if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
+                    step.attempts = attempt
+                targets_append(target)
             if budget is not None:
-                if budget.scope is not None:  # the record says what its attempt charged
-                    _charge(step, budget.charged, target, p_samples, p_usd)
-                    used = None
-                else:
-                    used = budget.used
+                used = None if budget.scope is not None else budget.used
                 if used is not None:
                     samples = used.samples
                     d = samples - step.samples
@@ -184,6 +200,22 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                             p_usd[target].append(d)
                         except KeyError:
                             p_usd[target] = [d]
+                    tokens = used.input_tokens
+                    d = tokens - step.input_tokens
+                    if d > 0:
+                        step.input_tokens = tokens
+                        try:
+                            p_in[target].append(d)
+                        except KeyError:
+                            p_in[target] = [d]
+                    tokens = used.output_tokens
+                    d = tokens - step.output_tokens
+                    if d > 0:
+                        step.output_tokens = tokens
+                        try:
+                            p_out[target].append(d)
+                        except KeyError:
+                            p_out[target] = [d]
                 if full:
                     limit = budget.limit
                     if limit:
@@ -263,10 +295,10 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     out.repair_records += repairs
 
 
-def _charge(step: StepOutcome, charged: Used | None, target: Any, p_samples: Any, p_usd: Any) -> None:
-    """Add what an attempt charged to its step and, pending, to its target."""
-    if charged is None:
-        return
+def _charge(step: StepOutcome, charged: Used, target: Any, columns: tuple[Any, Any, Any, Any]) -> None:
+    """Add what an attempt charged to its step and, pending, to its target (its attempts are counted
+    by the caller)."""
+    p_samples, p_usd, p_in, p_out = columns
     d = charged.samples
     if d > 0:
         step.samples = step.samples + d
@@ -281,6 +313,18 @@ def _charge(step: StepOutcome, charged: Used | None, target: Any, p_samples: Any
             p_usd[target].append(d)
         except KeyError:
             p_usd[target] = [d]
+    d = charged.input_tokens
+    if d > 0:
+        try:
+            p_in[target].append(d)
+        except KeyError:
+            p_in[target] = [d]
+    d = charged.output_tokens
+    if d > 0:
+        try:
+            p_out[target].append(d)
+        except KeyError:
+            p_out[target] = [d]
 
 
 def _count(
@@ -311,6 +355,7 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
     transitions = out.transitions
     hist = out.confidence_hist
     t_samples, t_usd, t_attempts = out.target_samples, out.target_usd, out.target_attempts
+    t_in, t_out = out.target_input_tokens, out.target_output_tokens
     last_bin = CONFIDENCE_BINS - 1
     n = verdicts = summaries = repairs = 0
     for rec in records:
@@ -338,7 +383,6 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                 hist[b if b < last_bin else last_bin] += 1
             step.last_reason = get("reason", "")
             attempt = get("attempt", 0)
-            step.attempts = max(step.attempts, attempt)
             answer = get("answer")
             if answer is not None and not step.has_summary:
                 step.answer = answer
@@ -355,12 +399,23 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                 charged = budget.get("charged") or {}
                 d_samples = charged.get("samples", 0.0)
                 d_usd = charged.get("usd", 0.0)
+                d_in = charged.get("input_tokens", 0.0)
+                d_out = charged.get("output_tokens", 0.0)
+                # Attempts made, not verdicts: a model the breaker skipped charged none.
+                k = int(charged.get("attempts", 0.0))
+                if k > 0:
+                    step.attempts = step.attempts + k
+                    t_attempts[target] += k
                 if d_samples > 0:
                     step.samples = step.samples + d_samples
                     t_samples[target] += d_samples
                 if d_usd > 0:
                     step.usd = step.usd + d_usd
                     t_usd[target] += d_usd
+                if d_in > 0:
+                    t_in[target] += d_in
+                if d_out > 0:
+                    t_out[target] += d_out
             else:
                 # A log written before records said: the step's own ledger, its totals cumulative,
                 # each verdict's increase what its attempt spent.
@@ -375,7 +430,18 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                 if d_usd > 0:
                     t_usd[target] += d_usd
                     step.usd = usd
-            t_attempts[target] += 1
+                tokens = used.get("input_tokens", 0.0)
+                d_in = tokens - step.input_tokens
+                if d_in > 0:
+                    t_in[target] += d_in
+                    step.input_tokens = tokens
+                tokens = used.get("output_tokens", 0.0)
+                d_out = tokens - step.output_tokens
+                if d_out > 0:
+                    t_out[target] += d_out
+                    step.output_tokens = tokens
+                step.attempts = max(step.attempts, attempt)
+                t_attempts[target] += 1
             if action == "accept":
                 out.accepts[(key[1], target, get("checked", True))] += 1
             error_class = get("error_class")
