@@ -17,9 +17,9 @@ audit runs; it computes exactly what the reference computes, record for record
 the end of a batch, in a way that keeps results identical: counters are fed from lists
 (``Counter.update`` inserts keys in first-seen order, as ``+= 1`` per record does), and the cost a
 verdict charges to its target is kept in per-target lists, in file order, then added to the totals
-one after the other (:meth:`Pending.apply`), so that the float sums are the same bits. Keeping the
-charges as lists also lets a second process fold the second half of a log and hand its charges over
-to be added after the first half's (:mod:`retryctl.report._audit`).
+one after the other (:mod:`retryctl.report._charges`), so that the float sums are the same bits.
+Keeping the charges as lists also lets a second process fold the second half of a log and hand its
+charges over to be added after the first half's (:mod:`retryctl.report._audit`).
 
 A line the typed decoder refused arrives in :func:`fold_records` as a dict and goes through the
 reference fold, after everything pending has been applied, so that order is kept.
@@ -29,56 +29,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from functools import reduce
 from itertools import repeat
-from operator import add, mul
+from operator import mul
 from typing import Any
 
+from retryctl.report._charges import Pending, charge
 from retryctl.report._model import CONFIDENCE_BINS, MAX_TOKEN_ROWS, Analysis, StepOutcome, add_token_rows
-from retryctl.report._structs import UNSET, LeanRecord, Record, Used
+from retryctl.report._structs import UNSET, LeanRecord, Record
 
-__all__ = ["Pending", "add_charges", "fold_dicts", "fold_records"]
+__all__ = ["fold_dicts", "fold_records"]
 
 _INTERNED = 50_000
-
-
-class Pending:
-    """The costs a fold charged to each target, in file order, not yet added to the totals."""
-
-    __slots__ = ("floats", "input_tokens", "mixed", "output_tokens", "samples", "strings", "usd")
-
-    def __init__(self) -> None:
-        self.samples: dict[Any, list[Any]] = {}
-        """Samples charged, per target, in file order."""
-        self.usd: dict[Any, list[Any]] = {}
-        """USD charged, per target, in file order."""
-        self.input_tokens: dict[Any, list[Any]] = {}
-        """Input tokens charged, per target, in file order."""
-        self.output_tokens: dict[Any, list[Any]] = {}
-        """Output tokens charged, per target, in file order."""
-        self.mixed = False
-        """Whether a dict record was folded (what was pending was applied before it)."""
-        self.strings: dict[str, str] = {}
-        """One object per distinct string value kept in a step (bounded: see :func:`_count`)."""
-        self.floats: dict[float, float] = {}
-        """One object per distinct positive float kept in a step (positive: ``-0.0 == 0.0``)."""
-
-    def apply(self, out: Analysis) -> None:
-        """Add the pending charges to ``out``'s totals and start empty."""
-        add_charges(out.target_samples, self.samples)
-        add_charges(out.target_usd, self.usd)
-        add_charges(out.target_input_tokens, self.input_tokens)
-        add_charges(out.target_output_tokens, self.output_tokens)
-        self.samples.clear()  # in place: a fold in progress holds these dicts
-        self.usd.clear()
-        self.input_tokens.clear()
-        self.output_tokens.clear()
-
-
-def add_charges(totals: Counter[Any], charges: dict[Any, list[Any]]) -> None:
-    """``totals[t] += c`` for each charge ``c`` of each target, in order (the same float sums)."""
-    for target, cs in charges.items():
-        totals[target] = reduce(add, cs, totals.get(target, 0))
 
 
 def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
@@ -176,7 +137,7 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                             targets_append(target)
                         else:
                             targets.extend(repeat(target, k))
-                    _charge(step, charged, target, (p_samples, p_usd, p_in, p_out))
+                    charge(step, charged, target, (p_samples, p_usd, p_in, p_out))
             else:  # one verdict, one attempt
                 if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
                     step.attempts = attempt
@@ -293,38 +254,6 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     out.verdict_records += verdicts
     out.summary_records += summaries
     out.repair_records += repairs
-
-
-def _charge(step: StepOutcome, charged: Used, target: Any, columns: tuple[Any, Any, Any, Any]) -> None:
-    """Add what an attempt charged to its step and, pending, to its target (its attempts are counted
-    by the caller)."""
-    p_samples, p_usd, p_in, p_out = columns
-    d = charged.samples
-    if d > 0:
-        step.samples = step.samples + d
-        try:
-            p_samples[target].append(d)
-        except KeyError:
-            p_samples[target] = [d]
-    d = charged.usd
-    if d > 0:
-        step.usd = step.usd + d
-        try:
-            p_usd[target].append(d)
-        except KeyError:
-            p_usd[target] = [d]
-    d = charged.input_tokens
-    if d > 0:
-        try:
-            p_in[target].append(d)
-        except KeyError:
-            p_in[target] = [d]
-    d = charged.output_tokens
-    if d > 0:
-        try:
-            p_out[target].append(d)
-        except KeyError:
-            p_out[target] = [d]
 
 
 def _count(

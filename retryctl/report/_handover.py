@@ -15,7 +15,7 @@ import pickle
 
 import msgspec
 
-from retryctl.report._fold import Pending
+from retryctl.report._charges import Pending
 from retryctl.report._model import MAX_TOKEN_ROWS, Analysis, StepOutcome
 from retryctl.report._scan import Part
 from retryctl.report._totals import StepTotals
