@@ -31,7 +31,7 @@ import msgspec
 
 from retryctl.audit import VerifyReport, check_chain, settled_size
 from retryctl.exceptions import LogIntegrityError
-from retryctl.report._fold import Pending
+from retryctl.report._charges import Pending
 from retryctl.report._handover import merge, pack, unpack, unpack_steps, unpack_totals
 from retryctl.report._model import PARALLEL_MIN_BYTES, Analysis, no_cyclic_gc
 from retryctl.report._scan import Part, fold_span, note_skipped, scan_part, span_lines

@@ -17,9 +17,9 @@ audit runs; it computes exactly what the reference computes, record for record
 the end of a batch, in a way that keeps results identical: counters are fed from lists
 (``Counter.update`` inserts keys in first-seen order, as ``+= 1`` per record does), and the cost a
 verdict charges to its target is kept in per-target lists, in file order, then added to the totals
-one after the other (:meth:`Pending.apply`), so that the float sums are the same bits. Keeping the
-charges as lists also lets a second process fold the second half of a log and hand its charges over
-to be added after the first half's (:mod:`retryctl.report._audit`).
+one after the other (:mod:`retryctl.report._charges`), so that the float sums are the same bits.
+Keeping the charges as lists also lets a second process fold the second half of a log and hand its
+charges over to be added after the first half's (:mod:`retryctl.report._audit`).
 
 A line the typed decoder refused arrives in :func:`fold_records` as a dict and goes through the
 reference fold, after everything pending has been applied, so that order is kept.
@@ -29,48 +29,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from functools import reduce
 from itertools import repeat
-from operator import add, mul
+from operator import mul
 from typing import Any
 
+from retryctl.report._charges import Pending, charge
 from retryctl.report._model import CONFIDENCE_BINS, MAX_TOKEN_ROWS, Analysis, StepOutcome, add_token_rows
-from retryctl.report._structs import UNSET, LeanRecord, Record, Used
+from retryctl.report._structs import UNSET, LeanRecord, Record
 
-__all__ = ["Pending", "add_charges", "fold_dicts", "fold_records"]
+__all__ = ["fold_dicts", "fold_records"]
 
 _INTERNED = 50_000
-
-
-class Pending:
-    """The costs a fold charged to each target, in file order, not yet added to the totals."""
-
-    __slots__ = ("floats", "mixed", "samples", "strings", "usd")
-
-    def __init__(self) -> None:
-        self.samples: dict[Any, list[Any]] = {}
-        """Samples charged, per target, in file order."""
-        self.usd: dict[Any, list[Any]] = {}
-        """USD charged, per target, in file order."""
-        self.mixed = False
-        """Whether a dict record was folded (what was pending was applied before it)."""
-        self.strings: dict[str, str] = {}
-        """One object per distinct string value kept in a step (bounded: see :func:`_count`)."""
-        self.floats: dict[float, float] = {}
-        """One object per distinct positive float kept in a step (positive: ``-0.0 == 0.0``)."""
-
-    def apply(self, out: Analysis) -> None:
-        """Add the pending charges to ``out``'s totals and start empty."""
-        add_charges(out.target_samples, self.samples)
-        add_charges(out.target_usd, self.usd)
-        self.samples.clear()  # in place: a fold in progress holds these dicts
-        self.usd.clear()
-
-
-def add_charges(totals: Counter[Any], charges: dict[Any, list[Any]]) -> None:
-    """``totals[t] += c`` for each charge ``c`` of each target, in order (the same float sums)."""
-    for target, cs in charges.items():
-        totals[target] = reduce(add, cs, totals.get(target, 0))
 
 
 def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
@@ -101,7 +70,7 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     targets_append = targets.append
     errors_append = error_classes.append
     conf_append = confidences.append
-    p_samples, p_usd = pending.samples, pending.usd
+    p_samples, p_usd, p_in, p_out = pending.samples, pending.usd, pending.input_tokens, pending.output_tokens
     # Equal values the steps keep (actions, reasons, answers, costs) become one object: the steps'
     # fields are then few objects, which the summary reads many times over (twice as fast).
     strs = pending.strings.setdefault
@@ -147,8 +116,6 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
             step.last_confidence = r.confidence
             step.last_reason = strs(r.reason, r.reason)
             attempt = r.attempt
-            if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
-                step.attempts = attempt
             answer = r.answer
             if answer is not None and not step.has_summary:
                 step.answer = strs(answer, answer) if type(answer) is str else answer
@@ -157,16 +124,26 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 accept = thresholds.accept
                 step.threshold = floats(accept, accept) if type(accept) is float and accept > 0 else accept
             target = r.target or "(none)"
-            targets_append(target)
             if action == "accept":
                 accepts.append((step_id, target, r.checked))
             budget = r.budget
+            if budget is not None and budget.scope is not None:  # it says what its attempt charged
+                charged = budget.charged
+                if charged is not None:
+                    k = int(charged.attempts)
+                    if k > 0:
+                        step.attempts = step.attempts + k
+                        if k == 1:
+                            targets_append(target)
+                        else:
+                            targets.extend(repeat(target, k))
+                    charge(step, charged, target, (p_samples, p_usd, p_in, p_out))
+            else:  # one verdict, one attempt
+                if attempt > step.attempts:  # noqa: PLR1730 - max() is a call, this is a comparison
+                    step.attempts = attempt
+                targets_append(target)
             if budget is not None:
-                if budget.scope is not None:  # the record says what its attempt charged
-                    _charge(step, budget.charged, target, p_samples, p_usd)
-                    used = None
-                else:
-                    used = budget.used
+                used = None if budget.scope is not None else budget.used
                 if used is not None:
                     samples = used.samples
                     d = samples - step.samples
@@ -184,6 +161,22 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                             p_usd[target].append(d)
                         except KeyError:
                             p_usd[target] = [d]
+                    tokens = used.input_tokens
+                    d = tokens - step.input_tokens
+                    if d > 0:
+                        step.input_tokens = tokens
+                        try:
+                            p_in[target].append(d)
+                        except KeyError:
+                            p_in[target] = [d]
+                    tokens = used.output_tokens
+                    d = tokens - step.output_tokens
+                    if d > 0:
+                        step.output_tokens = tokens
+                        try:
+                            p_out[target].append(d)
+                        except KeyError:
+                            p_out[target] = [d]
                 if full:
                     limit = budget.limit
                     if limit:
@@ -263,26 +256,6 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
     out.repair_records += repairs
 
 
-def _charge(step: StepOutcome, charged: Used | None, target: Any, p_samples: Any, p_usd: Any) -> None:
-    """Add what an attempt charged to its step and, pending, to its target."""
-    if charged is None:
-        return
-    d = charged.samples
-    if d > 0:
-        step.samples = step.samples + d
-        try:
-            p_samples[target].append(d)
-        except KeyError:
-            p_samples[target] = [d]
-    d = charged.usd
-    if d > 0:
-        step.usd = step.usd + d
-        try:
-            p_usd[target].append(d)
-        except KeyError:
-            p_usd[target] = [d]
-
-
 def _count(
     out: Analysis, columns: tuple[list[Any], list[Any], list[Any], list[Any], list[Any]], pending: Pending
 ) -> None:
@@ -311,6 +284,7 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
     transitions = out.transitions
     hist = out.confidence_hist
     t_samples, t_usd, t_attempts = out.target_samples, out.target_usd, out.target_attempts
+    t_in, t_out = out.target_input_tokens, out.target_output_tokens
     last_bin = CONFIDENCE_BINS - 1
     n = verdicts = summaries = repairs = 0
     for rec in records:
@@ -338,7 +312,6 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                 hist[b if b < last_bin else last_bin] += 1
             step.last_reason = get("reason", "")
             attempt = get("attempt", 0)
-            step.attempts = max(step.attempts, attempt)
             answer = get("answer")
             if answer is not None and not step.has_summary:
                 step.answer = answer
@@ -355,12 +328,23 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                 charged = budget.get("charged") or {}
                 d_samples = charged.get("samples", 0.0)
                 d_usd = charged.get("usd", 0.0)
+                d_in = charged.get("input_tokens", 0.0)
+                d_out = charged.get("output_tokens", 0.0)
+                # Attempts made, not verdicts: a model the breaker skipped charged none.
+                k = int(charged.get("attempts", 0.0))
+                if k > 0:
+                    step.attempts = step.attempts + k
+                    t_attempts[target] += k
                 if d_samples > 0:
                     step.samples = step.samples + d_samples
                     t_samples[target] += d_samples
                 if d_usd > 0:
                     step.usd = step.usd + d_usd
                     t_usd[target] += d_usd
+                if d_in > 0:
+                    t_in[target] += d_in
+                if d_out > 0:
+                    t_out[target] += d_out
             else:
                 # A log written before records said: the step's own ledger, its totals cumulative,
                 # each verdict's increase what its attempt spent.
@@ -375,7 +359,18 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
                 if d_usd > 0:
                     t_usd[target] += d_usd
                     step.usd = usd
-            t_attempts[target] += 1
+                tokens = used.get("input_tokens", 0.0)
+                d_in = tokens - step.input_tokens
+                if d_in > 0:
+                    t_in[target] += d_in
+                    step.input_tokens = tokens
+                tokens = used.get("output_tokens", 0.0)
+                d_out = tokens - step.output_tokens
+                if d_out > 0:
+                    t_out[target] += d_out
+                    step.output_tokens = tokens
+                step.attempts = max(step.attempts, attempt)
+                t_attempts[target] += 1
             if action == "accept":
                 out.accepts[(key[1], target, get("checked", True))] += 1
             error_class = get("error_class")

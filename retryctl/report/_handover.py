@@ -15,7 +15,7 @@ import pickle
 
 import msgspec
 
-from retryctl.report._fold import Pending
+from retryctl.report._charges import Pending
 from retryctl.report._model import MAX_TOKEN_ROWS, Analysis, StepOutcome
 from retryctl.report._scan import Part
 from retryctl.report._totals import StepTotals
@@ -59,7 +59,8 @@ def pack(out: Analysis, part: Part, pending: Pending, *, totals: bool = False) -
     # The steps travel in the tail; they are put back rather than dropped, because freeing a few
     # hundred thousand objects takes a tenth of a second, and the worker exits without freeing.
     steps, out.steps = out.steps, {}
-    rest = pickle.dumps((out, part, pending.samples, pending.usd, pending.mixed), pickle.HIGHEST_PROTOCOL)
+    charges = (pending.samples, pending.usd, pending.input_tokens, pending.output_tokens)
+    rest = pickle.dumps((out, part, charges, pending.mixed), pickle.HIGHEST_PROTOCOL)
     out.steps = steps
     return len(rest).to_bytes(8, "little") + rest + tail
 
@@ -72,9 +73,10 @@ _ids_decode = msgspec.msgpack.Decoder(list[str]).decode
 def unpack(payload: bytes) -> tuple[Analysis, Part, Pending, bytes]:
     """The worker's counts, chain check and charges; and the tail (steps or totals) still encoded."""
     size = int.from_bytes(payload[:8], "little")
-    out, part, samples, usd, mixed = pickle.loads(payload[8 : 8 + size])
+    out, part, charges, mixed = pickle.loads(payload[8 : 8 + size])
     pending = Pending()
-    pending.samples, pending.usd, pending.mixed = samples, usd, mixed
+    pending.samples, pending.usd, pending.input_tokens, pending.output_tokens = charges
+    pending.mixed = mixed
     return out, part, pending, payload[8 + size :]
 
 

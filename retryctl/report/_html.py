@@ -32,6 +32,11 @@ svg.chart .point { fill: #d9622b; fill-opacity: 0.75; stroke: #7a2c0b; } svg.cha
 """
 
 
+def _whole(value: float) -> float | int:
+    """A token count as an ``int`` when it is whole, so that it is shown in full (not as ``1.586e+04``)."""
+    return int(value) if value.is_integer() else value
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
@@ -256,10 +261,22 @@ def _sections(summary: dict[str, Any]) -> str:
         _panel(
             "cost",
             "Cost by model and tool",
-            f"<p>{cost['total_samples']:g} samples, ${cost['total_usd']:.4f} in all.</p>"
+            f"<p>{cost['total_samples']:g} samples, {_whole(cost['total_input_tokens'])} input and "
+            f"{_whole(cost['total_output_tokens'])} output tokens, ${cost['total_usd']:.4f} in all.</p>"
             + _table(
-                ["target", "kind", "attempts", "samples", "usd"],
-                [[r["target"], r["kind"], r["attempts"], r["samples"], r["usd"]] for r in cost["by_target"]],
+                ["target", "kind", "attempts", "samples", "input tokens", "output tokens", "usd"],
+                [
+                    [
+                        r["target"],
+                        r["kind"],
+                        r["attempts"],
+                        r["samples"],
+                        _whole(r["input_tokens"]),
+                        _whole(r["output_tokens"]),
+                        r["usd"],
+                    ]
+                    for r in cost["by_target"]
+                ],
             ),
         )
     )

@@ -56,7 +56,8 @@ class StepOutcome(msgspec.Struct, array_like=True, gc=False):
     actions: list[str] = msgspec.field(default_factory=list)
     """Actions in order."""
     attempts: int | float = 0
-    """Highest attempt number."""
+    """Attempts made: what the step's records charged (``budget.charged``), or, for records that do
+    not say, the highest attempt number."""
     samples: int | float = 0.0
     """Samples the step used: its own ledger's total (or the summary's ``budget_used``), or, where its
     records give a run's ledger, the sum of what its attempts charged to it."""
@@ -78,6 +79,11 @@ class StepOutcome(msgspec.Struct, array_like=True, gc=False):
     """The gold answer, when the log carries one (``extra.gold``)."""
     has_summary: bool = False
     """Whether the run wrote a summary record for this step."""
+    input_tokens: int | float = 0.0
+    """Input tokens of the step's own ledger at its last verdict, for records that give no charge
+    (what a verdict spent is the increase)."""
+    output_tokens: int | float = 0.0
+    """Output tokens, likewise."""
 
     @property
     def accepted(self) -> bool:
@@ -149,7 +155,12 @@ class Analysis:
     target_usd: Counter[str] = field(default_factory=Counter)
     """USD charged to each model or tool."""
     target_attempts: Counter[str] = field(default_factory=Counter)
-    """Verdicts (attempts decided) per model or tool."""
+    """Attempts made on each model or tool: what the records charged (``budget.charged``), or one per
+    verdict for records that do not say."""
+    target_input_tokens: Counter[str] = field(default_factory=Counter)
+    """Input tokens charged to each model or tool."""
+    target_output_tokens: Counter[str] = field(default_factory=Counter)
+    """Output tokens charged to each model or tool."""
     tools: set[str] = field(default_factory=set)
     """Targets seen as tools (their verdicts summarise a tool call)."""
     accepts: Counter[tuple[str, str, bool]] = field(default_factory=Counter)

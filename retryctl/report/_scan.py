@@ -25,7 +25,8 @@ from typing import Any
 import msgspec
 
 from retryctl.audit import GENESIS_HASH, check_chain
-from retryctl.report._fold import Pending, fold_records
+from retryctl.report._charges import Pending
+from retryctl.report._fold import fold_records
 from retryctl.report._load import record_problem
 from retryctl.report._model import Analysis
 from retryctl.report._structs import LeanRecord, Record, decode_fallback, decoder, lean_decoder

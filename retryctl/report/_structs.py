@@ -50,6 +50,9 @@ class Used(msgspec.Struct, gc=False):
 
     samples: int | float = 0.0
     usd: int | float = 0.0
+    attempts: int | float = 0.0
+    input_tokens: int | float = 0.0
+    output_tokens: int | float = 0.0
 
 
 class Thresholds(msgspec.Struct, gc=False):

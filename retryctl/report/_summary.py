@@ -85,7 +85,13 @@ def _per_step(totals: StepTotals) -> list[dict[str, Any]]:
 
 
 def _cost(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
-    targets = set(analysis.target_samples) | set(analysis.target_usd) | set(analysis.target_attempts)
+    targets = (
+        set(analysis.target_samples)
+        | set(analysis.target_usd)
+        | set(analysis.target_attempts)
+        | set(analysis.target_input_tokens)
+        | set(analysis.target_output_tokens)
+    )
     by_target: list[dict[str, Any]] = [
         {
             "target": t,
@@ -93,11 +99,20 @@ def _cost(analysis: Analysis, totals: StepTotals) -> dict[str, Any]:
             "attempts": analysis.target_attempts[t],
             "samples": float(analysis.target_samples[t]),
             "usd": float(analysis.target_usd[t]),
+            "input_tokens": float(analysis.target_input_tokens[t]),
+            "output_tokens": float(analysis.target_output_tokens[t]),
         }
         for t in targets
     ]
     by_target.sort(key=lambda r: (-r["usd"], -r["samples"], -r["attempts"], r["target"]))
-    return {"total_samples": sum(totals.samples), "total_usd": sum(totals.usd), "by_target": by_target}
+    return {
+        "total_samples": sum(totals.samples),
+        "total_usd": sum(totals.usd),
+        # What the verdicts charged, each call once (a step's tokens are not kept: nothing reads them).
+        "total_input_tokens": sum(r["input_tokens"] for r in by_target),
+        "total_output_tokens": sum(r["output_tokens"] for r in by_target),
+        "by_target": by_target,
+    }
 
 
 def _black_holes(totals: StepTotals) -> dict[str, Any]:

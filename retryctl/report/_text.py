@@ -21,6 +21,11 @@ def _num(value: Any) -> str:
     return str(value)
 
 
+def _tokens(value: float) -> str:
+    """A token count, whole as counts are (thousands separated), else as :func:`_num` shows it."""
+    return f"{value:,.0f}" if value.is_integer() else _num(value)
+
+
 def render_verification(reports: list[VerifyReport]) -> RenderableType:
     """One line per log: intact (records, runs, head) or the first broken record."""
     lines = []
@@ -88,13 +93,25 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(per_step)
     cost = summary["cost"]
     by_target = Table(
-        title=f"Cost by model and tool ({cost['total_samples']:g} samples, ${cost['total_usd']:.4f})",
+        title=(
+            f"Cost by model and tool ({cost['total_samples']:g} samples, "
+            f"{_tokens(cost['total_input_tokens'])} input and {_tokens(cost['total_output_tokens'])} "
+            f"output tokens, ${cost['total_usd']:.4f})"
+        ),
         title_justify="left",
     )
-    for col in ("target", "kind", "attempts", "samples", "usd"):
+    for col in ("target", "kind", "attempts", "samples", "input tokens", "output tokens", "usd"):
         by_target.add_column(col, justify="left" if col in ("target", "kind") else "right")
     for r in cost["by_target"][:15]:
-        by_target.add_row(r["target"], r["kind"], _num(r["attempts"]), _num(r["samples"]), _num(r["usd"]))
+        by_target.add_row(
+            r["target"],
+            r["kind"],
+            _num(r["attempts"]),
+            _num(r["samples"]),
+            _tokens(r["input_tokens"]),
+            _tokens(r["output_tokens"]),
+            _num(r["usd"]),
+        )
     console.print(by_target)
     _print_unchecked(summary["unchecked"], console)
     bh = summary["black_holes"]

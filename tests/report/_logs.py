@@ -5,7 +5,9 @@
 gold answer, as an application does when a run ends. :func:`verdict` builds controller verdicts for
 logs whose numbers a test needs to choose (threshold hints, black holes), written through the same
 real writer. :func:`agent_log` runs a real ``create_agent`` agent under ``RetryController`` (a scripted
-chat model whose answers carry known usage), whose records carry the run's shared ledger.
+chat model whose answers carry known usage), whose records carry the run's shared ledger;
+:func:`failover_log` runs one whose primary model is down, so that the controller's default model
+breaker opens and later turns skip it (verdicts that charged nothing).
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from retryctl.audit import DecisionLog
-from retryctl.controller import Action, Breaker, BreakerConfig, Budget, Evidence, Policy, PriceTable, Verdict
+from retryctl.controller import (
+    Action,
+    Breaker,
+    BreakerConfig,
+    Budget,
+    Evidence,
+    ManualClock,
+    Policy,
+    PriceTable,
+    Verdict,
+)
 from retryctl.middleware import RetryController
 from retryctl.nodes import ControlledStep, ControlledToolNode
 from retryctl.testing import ScriptedBackend, capture_verdicts
@@ -206,3 +218,32 @@ def agent_log(path: Path, mode: str = "sync") -> ScriptedChat:
     assert controller.log is not None
     controller.log.close()
     return model
+
+
+BACKUP_TOKENS = [(300, 40), (310, 45), (320, 50), (330, 55), (340, 60)]
+"""The usage of the backup model's answers, one per turn of :func:`failover_log`."""
+
+
+def failover_log(path: Path, mode: str = "sync") -> tuple[ScriptedChat, ScriptedChat]:
+    """Five turns of an agent whose primary model times out: the first turn calls it twice (a
+    transient fault is retried once), which opens ``RetryController``'s default model breaker, and
+    the next four turns skip it (a ``switch`` verdict each, charging nothing) for the backup, which
+    answers every turn with :data:`BACKUP_TOKENS` usage. Returns ``(primary, backup)``."""
+    primary = ScriptedChat(model_name="primary", script=[TimeoutError("read timed out")] * 2)
+    backup = ScriptedChat(
+        model_name="backup", script=[say(f"answer {i}", tokens=t) for i, t in enumerate(BACKUP_TOKENS)]
+    )
+    controller = RetryController(
+        fallback_models=[backup],
+        log=path,
+        prices=PriceTable.of({"backup": (1.0, 2.0)}),
+        clock=ManualClock(),  # the breaker's cooldown never ends here: no probe of the primary
+        sleep=no_wait,
+        asleep=ano_wait,
+    )
+    agent = Agent(primary, [multiply], controller, mode)
+    for i in range(len(BACKUP_TOKENS)):
+        agent.ask(f"question {i}")
+    assert controller.log is not None
+    controller.log.close()
+    return primary, backup

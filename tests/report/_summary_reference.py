@@ -140,7 +140,13 @@ def _per_step(steps: list[StepOutcome]) -> list[dict[str, Any]]:
 
 
 def _cost(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
-    targets = set(analysis.target_samples) | set(analysis.target_usd) | set(analysis.target_attempts)
+    targets = (
+        set(analysis.target_samples)
+        | set(analysis.target_usd)
+        | set(analysis.target_attempts)
+        | set(analysis.target_input_tokens)
+        | set(analysis.target_output_tokens)
+    )
     by_target: list[dict[str, Any]] = [
         {
             "target": t,
@@ -148,6 +154,8 @@ def _cost(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
             "attempts": analysis.target_attempts[t],
             "samples": float(analysis.target_samples[t]),
             "usd": float(analysis.target_usd[t]),
+            "input_tokens": float(analysis.target_input_tokens[t]),
+            "output_tokens": float(analysis.target_output_tokens[t]),
         }
         for t in targets
     ]
@@ -155,6 +163,8 @@ def _cost(analysis: Analysis, steps: list[StepOutcome]) -> dict[str, Any]:
     return {
         "total_samples": sum(s.samples for s in steps),
         "total_usd": sum(s.usd for s in steps),
+        "total_input_tokens": sum(r["input_tokens"] for r in by_target),
+        "total_output_tokens": sum(r["output_tokens"] for r in by_target),
         "by_target": by_target,
     }
 

@@ -32,7 +32,7 @@ from retryctl.report import analyse, audit_log, audit_summary, summarise
 from retryctl.report._analyse import analyse_plain
 from retryctl.testing import ScriptedBackend
 from tests.middleware._support import no_wait
-from tests.report._logs import TOKENS, USD, agent_log, flaky_tool
+from tests.report._logs import BACKUP_TOKENS, TOKENS, USD, agent_log, failover_log, flaky_tool
 
 runner = CliRunner()
 
@@ -128,7 +128,9 @@ class TestMiddlewareLog:
         samples = page[page.index('id="samples"') : page.index('id="flow"')]
         bars = dict(re.findall(r"<title>([\d.]+): ([\d.]+)</title>", samples))
         assert bars == {"0": "2", "1": "3", "2": "1"}  # steps by samples used
-        assert "5 samples, $0.0008 in all" in page
+        assert "5 samples, 570 input and 100 output tokens, $0.0008 in all" in page
+        assert out["summary"]["cost"]["total_input_tokens"] == sum(i for i, _ in TOKENS) == 570
+        assert out["summary"]["cost"]["total_output_tokens"] == sum(o for _, o in TOKENS) == 100
 
         run_id = _records(path)[0]["run_id"]
         why = runner.invoke(app, ["audit", str(path), "--why", run_id, "--json"])
@@ -144,6 +146,81 @@ class TestMiddlewareLog:
         sides = json.loads(diff.stdout)["diff"]
         assert sides["a"]["total_samples"] == 5 and sides["delta"]["total_samples"] == 0
         assert sides["a"]["usd"] == pytest.approx(USD)
+
+
+@pytest.fixture(scope="module", params=["sync", "async"])
+def failover(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, int, int]:
+    path = tmp_path_factory.mktemp("failover") / "decisions.jsonl"
+    primary, backup = failover_log(path, str(request.param))
+    return path, len(primary.seen), len(backup.seen)
+
+
+class TestDeadPrimaryLog:
+    """A dead primary behind the model breaker: its skipped turns are verdicts, not attempts."""
+
+    def test_the_breaker_skips_are_switch_verdicts_that_charged_nothing(
+        self, failover: tuple[Path, int, int]
+    ) -> None:
+        path, primary_calls, backup_calls = failover
+        assert (primary_calls, backup_calls) == (2, 5)
+        verdicts = [r for r in _records(path) if r["kind"] == "verdict"]
+        skips = [r for r in verdicts if r["target"] == "primary" and r["budget"]["charged"] == {}]
+        assert len(skips) == 4 and {r["action"] for r in skips} == {"switch"}
+        primary = [r for r in verdicts if r["target"] == "primary"]
+        assert len(primary) == 6  # six verdicts on the primary, two calls made
+
+    def test_attempts_are_the_calls_made_not_the_verdicts(self, failover: tuple[Path, int, int]) -> None:
+        path, primary_calls, backup_calls = failover
+        summary = summarise(analyse([path]))
+        assert _target(summary, "primary")["attempts"] == primary_calls == 2
+        assert _target(summary, "backup")["attempts"] == backup_calls == 5
+        per_step = {r["step_id"]: (r["avg_attempts"], r["avg_verdicts"]) for r in summary["per_step"]}
+        # The first turn: two calls to the primary (a timeout, retried once) then the backup's.
+        assert per_step["model:1"] == (3.0, 3.0)
+        # Later turns: one switch away from the open breaker (no call), one call to the backup.
+        assert [per_step[f"model:{i}"] for i in range(2, 6)] == [(1.0, 2.0)] * 4
+        steps = analyse([path]).steps.values()
+        assert sum(s.attempts for s in steps) == primary_calls + backup_calls
+        assert summary["cost"]["total_samples"] == primary_calls + backup_calls
+
+    def test_tokens_are_the_scripted_usage_counted_once(self, failover: tuple[Path, int, int]) -> None:
+        path, _, _ = failover
+        summary = summarise(analyse([path]))
+        cost = summary["cost"]
+        expected_in, expected_out = sum(i for i, _ in BACKUP_TOKENS), sum(o for _, o in BACKUP_TOKENS)
+        assert (cost["total_input_tokens"], cost["total_output_tokens"]) == (expected_in, expected_out)
+        backup, primary = _target(summary, "backup"), _target(summary, "primary")
+        assert (backup["input_tokens"], backup["output_tokens"]) == (expected_in, expected_out)
+        assert (primary["input_tokens"], primary["output_tokens"]) == (0.0, 0.0)  # a failed call used none
+        # Each turn is a run with a ledger of its own, whose totals at its last verdict (the accept)
+        # hold its call's tokens: together, the same totals.
+        lasts = [r["budget"]["used"] for r in _records(path) if r.get("action") == "accept"]
+        assert len(lasts) == len(BACKUP_TOKENS)
+        assert sum(u["input_tokens"] for u in lasts) == expected_in
+        assert sum(u["output_tokens"] for u in lasts) == expected_out
+
+    def test_every_path_of_the_audit_counts_the_same(self, failover: tuple[Path, int, int]) -> None:
+        path, _, _ = failover
+        expected = summarise(analyse_plain([path]))
+        assert summarise(analyse([path])) == expected
+        report, analysis = audit_log(str(path), min_bytes=0)
+        assert report.ok and summarise(analysis) == expected
+        report, summary = audit_summary(str(path), min_bytes=0)
+        assert report.ok and summary == expected
+
+    def test_the_text_report_shows_attempts_and_tokens(self, failover: tuple[Path, int, int]) -> None:
+        path, _, _ = failover
+        result = runner.invoke(app, ["audit", str(path)], terminal_width=200)
+        assert result.exit_code == 0, result.output
+        assert "7 samples, 1,600 input and 250 output tokens, $0.0021" in result.stdout
+        out = result.stdout
+        table = out[out.index("Cost by model and tool") : out.index("Unchecked accepts")]
+        cells = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines()]
+        rows = {r[0]: r[1:] for r in cells if r}
+        assert rows["primary"] == ["model", "2", "2", "0", "0", "0"]  # attempts, samples, tokens, usd
+        assert rows["backup"] == ["model", "5", "5", "1,600", "250", "0.0021"]
 
 
 def _step(log: DecisionLog, run_ledger: Ledger | None = None) -> tuple[Any, list[ScriptedBackend]]:

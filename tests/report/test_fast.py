@@ -22,7 +22,7 @@ from retryctl.audit import VerifyReport, verify_log
 from retryctl.audit._canonical import canonical_bytes
 from retryctl.report import Analysis, analyse, audit_log, audit_summary, summarise
 from retryctl.report._analyse import analyse_plain
-from tests.report._logs import agent_log, graph_log, tool_log, verdict, write_verdicts
+from tests.report._logs import agent_log, failover_log, graph_log, tool_log, verdict, write_verdicts
 
 SHARES = (0.05, 0.3, 0.45, 0.6, 0.95)
 
@@ -114,7 +114,9 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     verdicts = write_verdicts(d / "verdicts.jsonl", rows)
     agent = d / "agent.jsonl"
     agent_log(agent)
-    out = {"graph": graph, "tools": tools, "verdicts": verdicts, "agent": agent}
+    failover = d / "failover.jsonl"  # breaker skips: verdicts that charged no attempt
+    failover_log(failover)
+    out = {"graph": graph, "tools": tools, "verdicts": verdicts, "agent": agent, "failover": failover}
     lines = graph.read_bytes().splitlines(keepends=True)
     sorted_layout = d / "sorted.jsonl"
     sorted_layout.write_bytes(b"".join(_sorted_layout(x) for x in lines))
@@ -126,7 +128,13 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     torn.write_bytes(graph.read_bytes() + lines[0][:50])
     out["torn"] = torn
     odd = d / "odd.jsonl"
-    odd.write_bytes(verdicts.read_bytes() + b"".join(_odd_lines()) + graph.read_bytes() + agent.read_bytes())
+    odd.write_bytes(
+        verdicts.read_bytes()
+        + b"".join(_odd_lines())
+        + graph.read_bytes()
+        + agent.read_bytes()
+        + failover.read_bytes()
+    )
     out["odd"] = odd
     both = d / "both.jsonl"
     both.write_bytes(graph.read_bytes() + verdicts.read_bytes())  # a second chain: broken at its start
@@ -134,7 +142,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-NAMES = ("graph", "tools", "verdicts", "agent", "sorted", "mixed", "torn", "odd", "both")
+NAMES = ("graph", "tools", "verdicts", "agent", "failover", "sorted", "mixed", "torn", "odd", "both")
 
 
 class TestAnalyse:
