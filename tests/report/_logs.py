@@ -135,6 +135,21 @@ def write_verdicts(path: Path, rows: Sequence[tuple[str, str, Verdict, str | Non
     return path
 
 
+def agent_with_tools(model: Any, tools: Any) -> Any:
+    """A hand-built ReAct graph: ``model`` answers, ``tools`` (a tool node) runs the calls it makes."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", tools)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
 def tool_log(path: Path) -> Path:
     """A ReAct-style graph whose calculator is down: the ControlledToolNode switches to a local one."""
 
@@ -163,16 +178,7 @@ def tool_log(path: Path) -> Path:
             log=log,
         )
 
-        def agent(state: MessagesState) -> dict[str, Any]:
-            return {"messages": [model.invoke(state["messages"])]}
-
-        graph = StateGraph(MessagesState)
-        graph.add_node("agent", agent)
-        graph.add_node("tools", tools)
-        graph.add_edge(START, "agent")
-        graph.add_conditional_edges("agent", tools_condition)
-        graph.add_edge("tools", "agent")
-        app: Any = graph.compile()
+        app = agent_with_tools(model, tools)
         app.invoke({"messages": [("user", "6 * 7?")]}, {"configurable": {"thread_id": "tool-run"}})
     return path
 

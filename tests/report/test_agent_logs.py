@@ -20,8 +20,6 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import tools_condition
 from typer.testing import CliRunner
 
 from retryctl.audit import DecisionLog
@@ -32,7 +30,15 @@ from retryctl.report import analyse, audit_log, audit_summary, summarise
 from retryctl.report._analyse import analyse_plain
 from retryctl.testing import ScriptedBackend
 from tests.middleware._support import no_wait
-from tests.report._logs import BACKUP_TOKENS, TOKENS, USD, agent_log, failover_log, flaky_tool
+from tests.report._logs import (
+    BACKUP_TOKENS,
+    TOKENS,
+    USD,
+    agent_log,
+    agent_with_tools,
+    failover_log,
+    flaky_tool,
+)
 
 runner = CliRunner()
 
@@ -250,17 +256,7 @@ def _tool_graph(log: DecisionLog, ledger: Ledger) -> Any:
     calls = [{"name": "lookup", "args": {"key": "unit"}, "id": "call-1"}]
     model = FakeMessagesListChatModel(responses=[AIMessage("", tool_calls=calls), AIMessage("done")])
     tools = ControlledToolNode([lookup], run_ledger=ledger, log=log, sleep=no_wait)
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", tools)
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph.compile()
+    return agent_with_tools(model, tools)
 
 
 class TestStepAndToolNodeLogs:
