@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from retryctl.controller._budget import ADDITIVE_NAMES, Usage
 from retryctl.controller._exhaustion import Exhaustion, LedgerSnapshot
-from retryctl.controller._ledger import _exact, _Num
+from retryctl.controller._ledger import _clock_refuses, _exact, _Num, _over_limit
 
 __all__ = ["ONE_ATTEMPT", "refusal"]
 
@@ -36,26 +36,23 @@ def refusal(ledgers: Sequence[LedgerSnapshot], cost: Usage, wait_s: float = 0.0)
 
 
 def _refusal(scope: LedgerSnapshot, want: dict[str, _Num], wall_s: float, wait_s: float) -> Exhaustion | None:
-    for name in ADDITIVE_NAMES:
-        limit = scope.limit.get(name)
-        if limit is None:
-            continue
-        used = _exact(scope.used.get(name, 0.0))
-        held = _exact(scope.reserved.get(name, 0.0))
-        if used + held + want[name] > _exact(limit):
-            return Exhaustion(
-                limit_name=name,
-                limit=limit,
-                used=float(used),
-                scope=scope.scope,
-                requested=float(want[name]),
-                reserved=float(held),
-            )
+    limits = {n: _exact(v) for n in ADDITIVE_NAMES if (v := scope.limit.get(n)) is not None}
+    used = {n: _exact(scope.used.get(n, 0.0)) for n in limits}
+    held = {n: _exact(scope.reserved.get(n, 0.0)) for n in limits}
+    name = _over_limit(limits, used, held, want)
+    if name is not None:
+        return Exhaustion(
+            limit_name=name,
+            limit=float(limits[name]),
+            used=float(used[name]),
+            scope=scope.scope,
+            requested=float(want[name]),
+            reserved=float(held[name]),
+        )
     limit = scope.limit.get("wall_s")
     if limit is not None:
-        after = scope.used.get("wall_s", 0.0) + wait_s
-        # As the ledger refuses a call on a spent clock, even one that would take no time.
-        if after >= limit or after + wall_s > limit:
+        waited = scope.used.get("wall_s", 0.0) + wait_s  # the wait is wall time spent before the call
+        if _clock_refuses(waited, wall_s, limit):
             return Exhaustion(
                 limit_name="wall_s",
                 limit=limit,

@@ -42,6 +42,23 @@ def _zero() -> _Amounts:
     return dict.fromkeys(ADDITIVE_NAMES, 0)
 
 
+def _over_limit(
+    limits: Mapping[str, _Num], used: Mapping[str, _Num], held: Mapping[str, _Num], want: Mapping[str, _Num]
+) -> str | None:
+    """The first limit (of those set, by name) that ``used + held + want`` would pass, or ``None``.
+    The one test of a reservation: the ledger's, and ``decide``'s on snapshots (``_afford``)."""
+    for name, limit in limits.items():
+        if used[name] + held[name] + want[name] > limit:
+            return name
+    return None
+
+
+def _clock_refuses(elapsed: float, wall_s: float, limit: float) -> bool:
+    """Whether a call of ``wall_s`` seconds, after ``elapsed`` of a ``limit``, is refused. No call takes
+    zero time, so a spent clock refuses even a zero-duration estimate."""
+    return elapsed >= limit or elapsed + wall_s > limit
+
+
 def _exact(value: float) -> _Num:
     """The decimal number a float prints as (0.1 is 1/10), so that 0.1 + 0.2 fits a limit of 0.3.
 
@@ -129,18 +146,14 @@ class _Scope:
         return max(0.0, now - self._start)
 
     def _refusal(self, want: _Amounts, wall_s: float, now: float) -> Exhaustion | None:
-        for name in ADDITIVE_NAMES:
+        name = _over_limit(self._limits, self._committed, self._reserved, want)
+        if name is not None:
             limit = getattr(self.budget, name)
-            if limit is None:
-                continue
-            spent, held = self._committed[name], self._reserved[name]
-            if spent + held + want[name] > self._limits[name]:
-                return self._exhaustion(name, limit, spent, want[name], held)
+            return self._exhaustion(name, limit, self._committed[name], want[name], self._reserved[name])
         limit = self.budget.wall_s
         if limit is not None:
             elapsed = self._elapsed(now)
-            # No call takes zero time, so a spent clock refuses even a zero-duration estimate.
-            if elapsed >= limit or elapsed + wall_s > limit:
+            if _clock_refuses(elapsed, wall_s, limit):
                 return self._exhaustion("wall_s", limit, elapsed, wall_s)
         return None
 
