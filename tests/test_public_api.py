@@ -174,13 +174,14 @@ TESTING = {
 
 MODELS = {
     "BackendBase", "BackendError", "BackendTimeout", "BackendUnavailable", "BuildCheck", "Candidate",
-    "CapabilityRegistry", "Constraint", "ConstraintPolicy", "EmbeddedBackend", "LangChainBackend",
-    "MalformedResponse", "Message", "MessagesLike", "ModelBackend", "NMode", "OpenAIBackend",
+    "CapabilityRegistry", "Constraint", "ConstraintPolicy", "EmbeddedBackend", "Grammar", "GrammarKind",
+    "LangChainBackend", "MalformedResponse", "Message", "MessagesLike", "ModelBackend", "NMode",
+    "OpenAIBackend",
     "ParamsToKwargs", "ReplayBackend", "ReplayExhausted", "RetrySettings", "SamplingParams", "ScriptItem",
     "ScriptedBackend", "ScriptedCall", "ServerCapabilities", "TerminalBackendError", "TokenLogprob",
     "ToolCall", "ToolSpec", "TransientBackendError", "UnsupportedParameter", "Usage",
     "check_embedded_build", "find_smollm2_gguf", "normalise_messages", "openai_style_kwargs",
-    "random_order", "sample_blocking", "stop_only_kwargs",
+    "random_order", "rung_for", "sample_blocking", "stop_only_kwargs",
 }  # fmt: skip
 
 TOOLS = {

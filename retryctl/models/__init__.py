@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         TransientBackendError,
         UnsupportedParameter,
     )
+    from retryctl.models._grammar import Grammar, GrammarKind, rung_for
     from retryctl.models._langchain import (
         LangChainBackend,
         ParamsToKwargs,
@@ -71,6 +72,8 @@ __all__ = [
     "Constraint",
     "ConstraintPolicy",
     "EmbeddedBackend",
+    "Grammar",
+    "GrammarKind",
     "LangChainBackend",
     "MalformedResponse",
     "Message",
@@ -99,6 +102,7 @@ __all__ = [
     "normalise_messages",
     "openai_style_kwargs",
     "random_order",
+    "rung_for",
     "sample_blocking",
     "stop_only_kwargs",
 ]
@@ -108,6 +112,7 @@ _MODULES = {
     **dict.fromkeys(("BuildCheck", "check_embedded_build"), "_build_check"),
     "ConstraintPolicy": "_constraints",
     "EmbeddedBackend": "_embedded",
+    **dict.fromkeys(("Grammar", "GrammarKind", "rung_for"), "_grammar"),
     **dict.fromkeys(
         (
             "BackendError",

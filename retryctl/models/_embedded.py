@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from retryctl.models._constraints import (
     structure_instruction,
 )
 from retryctl.models._errors import TerminalBackendError
+from retryctl.models._grammar import Grammar
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
 from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
@@ -283,6 +284,56 @@ class EmbeddedBackend(BackendBase):
         gbnf = gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
         return grammars.LlamaGrammar.from_string(gbnf, verbose=False)
 
+    def _compiled(self, grammar: Grammar) -> Any:
+        """The ``LlamaGrammar`` of ``grammar``; ``ValueError`` (or the converter's own error) when it
+        cannot be built. A JSON schema goes through the same converter as structured output."""
+        if grammar.json_schema is not None:
+            return self._grammar(dict(grammar.json_schema))
+        if grammar.gbnf is None:
+            raise ValueError(f"the embedded model takes gbnf and json_schema grammars, not {grammar.kind}")
+        # llama-cpp-python hands the text to llama.cpp only when decoding starts, and a grammar llama.cpp
+        # cannot parse then becomes a null sampler that crashes the process: parse it here first.
+        lib = self._lib
+        sampler = lib.llama_sampler_init_grammar(
+            self._llm._model.vocab, grammar.gbnf.encode("utf-8"), b"root"
+        )
+        if not sampler:
+            raise ValueError("llama.cpp could not parse the GBNF (its parser printed why on stderr)")
+        lib.llama_sampler_free(sampler)
+        grammars = importlib.import_module("llama_cpp.llama_grammar")
+        return grammars.LlamaGrammar.from_string(grammar.gbnf, verbose=False)
+
+    def _under_grammar(self, prompt: list[int], params: SamplingParams, seed: int, index: int) -> Candidate:
+        """One candidate decoded under ``params.grammar``; if the grammar cannot be built, the usual
+        path (structured or plain) with a note, and the checks judge the output after decoding."""
+        grammar = params.grammar
+        assert grammar is not None
+        try:
+            compiled = self._compiled(grammar)
+        except (AssertionError, ValueError, KeyError, NotImplementedError, RecursionError) as exc:
+            note = f"grammar {grammar.name!r} unusable ({type(exc).__name__}: {exc}); checked after decoding"
+            _log.warning("grammar.unusable", backend=self.name, grammar=grammar.name, error=str(exc))
+            fallback = replace(params, grammar=None)
+            if fallback.tools or fallback.wants_json:
+                tries = len(self.constraint.modes())
+                cand = self._structured(prompt, fallback, [seed + t for t in range(tries)], index)
+            else:
+                cand = self._plain(prompt, fallback, seed)
+            return replace(cand, notes=(*cand.notes, note))
+        run = self._decode(prompt, params, seed, compiled)
+        return Candidate(
+            text=run.text,
+            model=self.name,
+            logprobs=run.logprobs,
+            finish_reason=run.finish_reason,
+            usage=Usage(len(prompt), run.output_tokens),
+            latency_ms=run.latency_ms,
+            seed=seed,
+            constraint="strict" if params.wants_json else None,
+            grammar=grammar.name,
+            notes=(f"decoded under grammar {grammar.name!r} (strictness {grammar.strictness:.2f})",),
+        )
+
     def _structured(
         self, prompt: list[int], params: SamplingParams, seeds: list[int], index: int
     ) -> Candidate:
@@ -366,7 +417,9 @@ class EmbeddedBackend(BackendBase):
             for i in range(k):
                 # Candidate i, try t uses seed base + i + k·t: distinct across candidates and tries.
                 seeds = [(base + i + k * t) % _SEED_SPACE for t in range(tries)]
-                if structured:
+                if params.grammar is not None:
+                    out.append(self._under_grammar(prompt, params, seeds[0], i))
+                elif structured:
                     out.append(self._structured(prompt, params, seeds, i))
                 else:
                     out.append(self._plain(prompt, params, seeds[0]))

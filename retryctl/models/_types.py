@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from retryctl.exceptions import ConfigError
+from retryctl.models._grammar import Grammar
 
 __all__ = [
     "CUT_WINDOW",
@@ -111,6 +112,15 @@ class SamplingParams:
     stopping rule sets it from the first samples (samples cut short). The embedded backend stops
     decoding, the OpenAI-compatible one streams the sample and closes the stream; backends that cannot
     watch their tokens as they come (LangChain's) ignore it. Needs ``logprobs``."""
+    grammar: Grammar | None = None
+    """Decode under this constraint where the backend can (the embedded model, llama.cpp-style
+    servers); a backend that cannot says so in the candidate's notes and the check runs after decoding
+    as it always does. A grammar replaces ``response_format``'s own constraint while it is in force."""
+    strictness: float = 1.0
+    """How strictly a member holds its output to its checks' grammars, in (0, 1]: the policy's
+    relaxation schedule lowers it after each failure, and a member with a ladder of grammars
+    (:func:`~retryctl.models.rung_for`) decodes under the narrowest rung still allowed. Backends
+    without a ladder ignore it."""
 
     def __post_init__(self) -> None:
         # Sequences are accepted for convenience and frozen into tuples.
@@ -135,6 +145,10 @@ class SamplingParams:
         if any(not isinstance(s, str) or not s for s in stop):
             raise ConfigError(field="stop", value=self.stop, problem="must be non-empty strings")
         self._check_response_format()
+        if not (0.0 < self.strictness <= 1.0) or math.isnan(self.strictness):
+            raise ConfigError(field="strictness", value=self.strictness, problem="must be in (0, 1]")
+        if self.grammar is not None and not isinstance(self.grammar, Grammar):
+            raise ConfigError(field="grammar", value=self.grammar, problem="must be a retryctl Grammar")
 
     @staticmethod
     def _check_range(name: str, value: float, low: float, high: float) -> None:
@@ -271,6 +285,9 @@ class Candidate:
     """How its structure was constrained, for structured answers and tool calls."""
     notes: tuple[str, ...] = ()
     """Facts worth logging (e.g. a grammar relaxed from strict to lenient)."""
+    grammar: str | None = None
+    """The name of the :class:`~retryctl.models.Grammar` it was decoded under, ``None`` when no
+    grammar shaped it (none asked, or the backend could not honour it: its notes say which)."""
 
     def __post_init__(self) -> None:
         # Every backend's answers pass here (see writable_text).
