@@ -54,6 +54,7 @@ CONTROLLER = {
     "NEAR_GREEDY",
     "Calibration",
     "CalibrationCurve",
+    "Relaxation",
     "Repeats",
     "cross_member",
     "Act",
@@ -174,7 +175,7 @@ TESTING = {
 
 MODELS = {
     "BackendBase", "BackendError", "BackendTimeout", "BackendUnavailable", "BuildCheck", "Candidate",
-    "CapabilityRegistry", "Constraint", "ConstraintPolicy", "EmbeddedBackend", "Grammar", "GrammarKind",
+    "CapabilityRegistry", "ConstrainedBackend", "Constraint", "ConstraintPolicy", "EmbeddedBackend", "Grammar", "GrammarKind",
     "LangChainBackend", "MalformedResponse", "Message", "MessagesLike", "ModelBackend", "NMode",
     "OpenAIBackend",
     "ParamsToKwargs", "ReplayBackend", "ReplayExhausted", "RetrySettings", "SamplingParams", "ScriptItem",

@@ -51,6 +51,7 @@ from retryctl.controller._evidence import NEAR_GREEDY, Repeats
 from retryctl.controller._ledger import Exhaustion, Ledger, LedgerSnapshot, Reservation, StepLedger
 from retryctl.controller._policy import EscalationStep, Policy
 from retryctl.controller._pricing import ModelPrice, PriceTable
+from retryctl.controller._relaxation import Relaxation
 from retryctl.controller._reply import UserReply, parse_reply, reply_verdict
 from retryctl.controller._signals import (
     Fusion,
@@ -125,6 +126,7 @@ __all__ = [
     "Policy",
     "PredictiveMajority",
     "PriceTable",
+    "Relaxation",
     "Repeats",
     "Request",
     "Reservation",

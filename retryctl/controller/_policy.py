@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from retryctl.controller._calibration import Calibration
+from retryctl.controller._relaxation import Relaxation
 from retryctl.controller._signals import DEFAULT_WEIGHTS
 from retryctl.controller.stopping import KNOWN_POLICIES, RuleLike, StopRule, as_rule, parse_stopping_rule
 
@@ -49,6 +50,11 @@ class Policy(BaseModel):
     """What to try, in order, when confidence is below the threshold; ``stop`` when none applies."""
     on_budget_exhausted: Literal["stop", "ask_user"] = "stop"
     """``ask_user`` offers to extend the budget (a LangGraph interrupt) instead of stopping."""
+    relaxation: Relaxation | None = Relaxation()
+    """How a member's grammar constraints relax after each ``refine`` of output decoded under one:
+    strictness ``start`` (1.0), times ``factor`` (0.8) per failure, down to ``floor`` (0.3). A member
+    with a ladder of grammars (:class:`~retryctl.models.ConstrainedBackend`) decodes under the
+    narrowest rung the strictness allows. ``None``: never relax (strictness stays 1.0)."""
 
     @field_validator("weights")
     @classmethod

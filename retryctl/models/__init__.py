@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         sample_blocking,
     )
     from retryctl.models._build_check import BuildCheck, check_embedded_build
+    from retryctl.models._constrained import ConstrainedBackend
     from retryctl.models._constraints import ConstraintPolicy
     from retryctl.models._embedded import EmbeddedBackend
     from retryctl.models._errors import (
@@ -69,6 +70,7 @@ __all__ = [
     "BuildCheck",
     "Candidate",
     "CapabilityRegistry",
+    "ConstrainedBackend",
     "Constraint",
     "ConstraintPolicy",
     "EmbeddedBackend",
@@ -110,6 +112,7 @@ __all__ = [
 _MODULES = {
     **dict.fromkeys(("BackendBase", "ModelBackend", "sample_blocking"), "_base"),
     **dict.fromkeys(("BuildCheck", "check_embedded_build"), "_build_check"),
+    "ConstrainedBackend": "_constrained",
     "ConstraintPolicy": "_constraints",
     "EmbeddedBackend": "_embedded",
     **dict.fromkeys(("Grammar", "GrammarKind", "rung_for"), "_grammar"),

@@ -119,6 +119,10 @@ def sample_blocking(
         )
     sample_sync = getattr(backend, "sample_sync", None)
     if callable(sample_sync):
+        if timeout_s is not None and getattr(backend, "sync_takes_timeout", False) is True:
+            # A wrapper (ConstrainedBackend) hands the bound on to the model it wraps.
+            bounded: list[Candidate] = sample_sync(messages, params, k=k, timeout_s=timeout_s)
+            return bounded
         drawn: list[Candidate] = sample_sync(messages, params, k=k)
         return drawn
     return _SHARED_LOOP.run(backend.sample(messages, params, k=k), timeout_s=timeout_s, backend=backend.name)

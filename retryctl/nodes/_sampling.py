@@ -110,8 +110,9 @@ class SamplingSchedule:
         # The rest (top_p, seed, max_tokens) is checked by SamplingParams itself.
         self.params(attempt=1, drawn=0, disagreed=False)
 
-    def params(self, *, attempt: int, drawn: int, disagreed: bool) -> SamplingParams:
-        """The sampling parameters of the draw that starts at sample ``drawn`` of ``attempt``."""
+    def params(self, *, attempt: int, drawn: int, disagreed: bool, strictness: float = 1.0) -> SamplingParams:
+        """The sampling parameters of the draw that starts at sample ``drawn`` of ``attempt``, at the
+        member's ``strictness`` (the policy's relaxation schedule)."""
         temperature = self.temperatures[min(attempt, len(self.temperatures)) - 1]
         if disagreed and self.disagreement_temperature is not None:
             temperature = self.disagreement_temperature
@@ -119,7 +120,11 @@ class SamplingSchedule:
         if self.seed is not None:
             seed = (self.seed + _SEED_STRIDE * (attempt - 1) + drawn) % 2**31
         return SamplingParams(
-            temperature=temperature, top_p=self.top_p, seed=seed, max_tokens=self.max_tokens
+            temperature=temperature,
+            top_p=self.top_p,
+            seed=seed,
+            max_tokens=self.max_tokens,
+            strictness=strictness,
         )
 
 
@@ -238,6 +243,8 @@ def _record(
         record["repeat"] = True
     if cut:
         record["cut"] = True
+    if c.grammar is not None:
+        record["grammar"] = c.grammar
     return record
 
 
@@ -298,6 +305,7 @@ def sampling(
     prices: PriceTable | None = None,
     output_limit: OutputLimit | None = None,
     classifier: Classifier = classify,
+    strictness: float = 1.0,
 ) -> Generator[DrawRequest, list[Candidate], SampleOutcome]:
     """The sampling loop of one attempt; drive it with :func:`run_sync` or :func:`run_async`.
 
@@ -306,7 +314,8 @@ def sampling(
     a chat model's own ``max_tokens``), or ``params.max_tokens`` without one. A refused first draw
     ends the attempt as exhausted; a refused later draw ends sampling early and the attempt is judged
     on the samples it has. A failed draw is classified by ``classifier`` (the step's
-    ``retry_on``/``classify``, or :func:`~retryctl.controller.classify`).
+    ``retry_on``/``classify``, or :func:`~retryctl.controller.classify`). Every draw is made at
+    ``strictness`` (``SamplingParams.strictness``: the member's place on the relaxation schedule).
     """
     out = SampleOutcome()
     votes = _Votes()
@@ -323,7 +332,10 @@ def sampling(
     while True:
         charge = _TransportCharge(ledgers)
         params = votes.cut_params(
-            rule, schedule.params(attempt=attempt, drawn=votes.drawn, disagreed=bool(answers))
+            rule,
+            schedule.params(
+                attempt=attempt, drawn=votes.drawn, disagreed=bool(answers), strictness=strictness
+            ),
         )
         req = DrawRequest(k, params, on_retry=charge)
         held = _reserve_on_all(ledgers, _estimate(messages, req, model, prices, output_limit))

@@ -49,6 +49,8 @@ class CandidateRecord(TypedDict):
     cut: NotRequired[bool]
     """It was cut short (its running group confidence fell below the stopping rule's bound): its
     tokens were spent, but it has no answer and is not a vote."""
+    grammar: NotRequired[str]
+    """The grammar it was decoded under (``Candidate.grammar``); absent when none shaped it."""
 
 
 class StepVerdict(TypedDict):
@@ -139,6 +141,9 @@ class ControlState(TypedDict, total=False):
     """The latest verdict, dumped to JSON."""
     stop_reason: str | None
     """Why the step stops when it was not a verdict's reason (the user chose to stop)."""
+    relaxed: dict[str, int]
+    """Failures under a grammar so far, by member: its strictness is the policy's
+    ``relaxation.strictness(failures)`` (absent: none yet)."""
 
 
 def append_or_reset(left: list[StepVerdict] | None, right: list[StepVerdict] | None) -> list[StepVerdict]:

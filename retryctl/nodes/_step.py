@@ -63,6 +63,7 @@ from retryctl.nodes._observe import (
     tally_of,
 )
 from retryctl.nodes._outlook import outlook
+from retryctl.nodes._relax import relax, strictness_of
 from retryctl.nodes._runnable import twin_node
 from retryctl.nodes._sampling import (
     SampleOutcome,
@@ -311,6 +312,7 @@ class ControlledStep(StepRoutes):
             prices=self.prices,
             output_limit=getattr(att.backend, "output_limit", None),
             classifier=self.classifier,
+            strictness=strictness_of(self.policy, att.control, att.target),
         )
 
     def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:
@@ -445,11 +447,27 @@ class ControlledStep(StepRoutes):
             **self._outlook(state, control),
         )
         target = attempt.target
+        relaxed = relax(
+            verdict,
+            policy=self.policy,
+            control=control,
+            member=target,
+            backend=self.models[target],
+            prompt=lambda: self._prompt(state, control),
+            candidates=candidates,
+        )
+        verdict = relaxed.verdict
+        if relaxed.failures:
+            control["relaxed"] = relaxed.failures
         answers = [c["answer"] for c in candidates]
         summary: dict[str, Any] = {"n": len(candidates), "answers": answers}
         best = control.get("best")
         if candidates and best and best.get("attempt") == attempt.attempt and "index" in best:
             summary["chosen"] = best["index"]  # the draw an accept returns (``result.text``)
+        if any(c.get("grammar") for c in candidates):
+            summary["grammars"] = [c.get("grammar") for c in candidates]
+        if relaxed.record is not None:
+            summary["relaxation"] = relaxed.record
         self.emitter.verdict(
             verdict,
             step_id=self.step_id,
