@@ -49,6 +49,16 @@ class Relaxed:
     failures: dict[str, int]
     """The failures by member after it (what the step keeps in ``control["relaxed"]``)."""
 
+    def summary(self, candidates: Sequence[CandidateRecord]) -> dict[str, Any]:
+        """What the verdict's ``candidates_summary`` adds: ``grammars``, the grammar each candidate
+        was decoded under (when any was), and ``relaxation`` (:attr:`record`, when there is one)."""
+        out: dict[str, Any] = {}
+        if any(c.get("grammar") for c in candidates):
+            out["grammars"] = [c.get("grammar") for c in candidates]
+        if self.record is not None:
+            out["relaxation"] = self.record
+        return out
+
 
 def _grammar_of(candidates: Sequence[CandidateRecord]) -> str | None:
     """The grammar most of the attempt's candidates were decoded under (one per attempt, normally)."""

@@ -464,10 +464,7 @@ class ControlledStep(StepRoutes):
         best = control.get("best")
         if candidates and best and best.get("attempt") == attempt.attempt and "index" in best:
             summary["chosen"] = best["index"]  # the draw an accept returns (``result.text``)
-        if any(c.get("grammar") for c in candidates):
-            summary["grammars"] = [c.get("grammar") for c in candidates]
-        if relaxed.record is not None:
-            summary["relaxation"] = relaxed.record
+        summary |= relaxed.summary(candidates)
         self.emitter.verdict(
             verdict,
             step_id=self.step_id,
