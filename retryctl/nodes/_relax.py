@@ -48,13 +48,17 @@ class Relaxed:
     of output decoded under a grammar."""
     failures: dict[str, int]
     """The failures by member after it (what the step keeps in ``control["relaxed"]``)."""
+    strictness: float
+    """The strictness the attempt sampled at."""
 
     def summary(self, candidates: Sequence[CandidateRecord]) -> dict[str, Any]:
         """What the verdict's ``candidates_summary`` adds: ``grammars``, the grammar each candidate
-        was decoded under (when any was), and ``relaxation`` (:attr:`record`, when there is one)."""
+        was decoded under, and the ``strictness`` the attempt sampled at (when any candidate was decoded
+        under a grammar); ``relaxation`` (:attr:`record`, when there is one)."""
         out: dict[str, Any] = {}
         if any(c.get("grammar") for c in candidates):
             out["grammars"] = [c.get("grammar") for c in candidates]
+            out["strictness"] = round(self.strictness, 6)
         if self.record is not None:
             out["relaxation"] = self.record
         return out
@@ -106,14 +110,14 @@ def relax(
     gives the attempt's conversation, which a ladder may depend on: asked only when it relaxes)."""
     failures = control.get("relaxed", {})
     schedule = policy.relaxation
+    count = failures.get(member, 0)
+    before = 1.0 if schedule is None else schedule.strictness(count)
     if schedule is None or verdict.action is not Action.REFINE:
-        return Relaxed(verdict, None, failures)
+        return Relaxed(verdict, None, failures, before)
     was = _grammar_of(candidates)
     if was is None:
-        return Relaxed(verdict, None, failures)
+        return Relaxed(verdict, None, failures, before)
     failures = dict(failures)
-    count = failures.get(member, 0)
-    before = schedule.strictness(count)
     if schedule.at_floor(count):
         reason = f"{verdict.reason}; {member}'s constraint is at its floor {before:.2f} (grammar {was!r})"
         floor: dict[str, Any] = {
@@ -124,7 +128,7 @@ def relax(
             "grammar_to": was,
             "at_floor": True,
         }
-        return Relaxed(verdict.model_copy(update={"reason": reason}), floor, failures)
+        return Relaxed(verdict.model_copy(update={"reason": reason}), floor, failures, before)
     after = schedule.strictness(count + 1)
     failures[member] = count + 1
     now = _rung_at(backend, prompt(), after)
@@ -142,4 +146,5 @@ def relax(
     }
     if not isinstance(now, _Unknown):  # a member without ``grammar_at`` does not say where it goes
         record["grammar_to"] = None if now is None else now.name
-    return Relaxed(verdict.model_copy(update={"reason": reason, "feedback": feedback}), record, failures)
+    relaxed = verdict.model_copy(update={"reason": reason, "feedback": feedback})
+    return Relaxed(relaxed, record, failures, before)

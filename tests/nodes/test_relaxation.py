@@ -75,6 +75,7 @@ class TestRelaxingStep:
         assert feedback.splitlines()[0].startswith("The answer failed these checks: is_seven: got '3 + 4'.")
         refined, accepted = records(path)
         assert refined.candidates_summary["grammars"] == ["permutations"]
+        assert refined.candidates_summary["strictness"] == 1.0
         assert refined.candidates_summary["relaxation"] == {
             "member": "calculator",
             "from": 1.0,
@@ -84,6 +85,7 @@ class TestRelaxingStep:
             "at_floor": False,
         }
         assert accepted.candidates_summary["grammars"] == ["numbers"]
+        assert accepted.candidates_summary["strictness"] == 0.8
         assert "relaxation" not in accepted.candidates_summary
         assert out.output["result"]["text"] == "7"
         assert verify_log(path).ok
