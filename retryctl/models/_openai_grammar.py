@@ -37,7 +37,14 @@ from retryctl.exceptions import ConfigError
 from retryctl.models._grammar import Grammar
 from retryctl.models._types import Candidate, SamplingParams
 
-__all__ = ["GRAMMAR_FIELDS", "GrammarDialect", "GrammarPlan", "check_dialect", "grammar_plan", "refused_field"]
+__all__ = [
+    "GRAMMAR_FIELDS",
+    "GrammarDialect",
+    "GrammarPlan",
+    "check_dialect",
+    "grammar_plan",
+    "refused_field",
+]
 
 GrammarDialect = Literal["auto", "llama.cpp", "vllm", "vllm-guided", "sglang"]
 """The request fields a server reads a grammar from (see the module's table); ``None`` never sends one."""
