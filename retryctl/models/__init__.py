@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from retryctl.models._langchain import (
         LangChainBackend,
         ParamsToKwargs,
+        llama_cpp_style_kwargs,
         openai_style_kwargs,
         stop_only_kwargs,
     )
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from retryctl.models._messages import Message, MessagesLike, normalise_messages
     from retryctl.models._openai import NMode, OpenAIBackend
     from retryctl.models._openai_caps import CapabilityRegistry, ServerCapabilities
+    from retryctl.models._openai_grammar import GrammarDialect
     from retryctl.models._replay import ReplayBackend, random_order
     from retryctl.models._retry import RetrySettings
     from retryctl.models._scripted import ScriptedBackend, ScriptedCall, ScriptItem
@@ -73,6 +75,7 @@ __all__ = [
     "ConstraintPolicy",
     "EmbeddedBackend",
     "Grammar",
+    "GrammarDialect",
     "GrammarKind",
     "LangChainBackend",
     "MalformedResponse",
@@ -99,6 +102,7 @@ __all__ = [
     "Usage",
     "check_embedded_build",
     "find_smollm2_gguf",
+    "llama_cpp_style_kwargs",
     "normalise_messages",
     "openai_style_kwargs",
     "random_order",
@@ -130,6 +134,7 @@ _MODULES = {
         (
             "LangChainBackend",
             "ParamsToKwargs",
+            "llama_cpp_style_kwargs",
             "openai_style_kwargs",
             "stop_only_kwargs",
         ),
@@ -139,6 +144,7 @@ _MODULES = {
     **dict.fromkeys(("Message", "MessagesLike", "normalise_messages"), "_messages"),
     **dict.fromkeys(("NMode", "OpenAIBackend"), "_openai"),
     **dict.fromkeys(("CapabilityRegistry", "ServerCapabilities"), "_openai_caps"),
+    "GrammarDialect": "_openai_grammar",
     **dict.fromkeys(("ReplayBackend", "random_order"), "_replay"),
     "RetrySettings": "_retry",
     **dict.fromkeys(("ScriptedBackend", "ScriptedCall", "ScriptItem"), "_scripted"),
