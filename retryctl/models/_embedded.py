@@ -30,8 +30,8 @@ from retryctl.models._constraints import (
     structure_instruction,
 )
 from retryctl.models._errors import TerminalBackendError
+from retryctl.models._gbnf import gbnf_problem, regex_to_gbnf
 from retryctl.models._grammar import Grammar
-from retryctl.models._grammar_regex import regex_to_gbnf
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
 from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
@@ -294,11 +294,9 @@ class EmbeddedBackend(BackendBase):
         gbnf = grammar.gbnf if grammar.gbnf is not None else regex_to_gbnf(grammar.regex or "")
         # llama-cpp-python hands the text to llama.cpp only when decoding starts, and a grammar llama.cpp
         # cannot parse then becomes a null sampler that crashes the process: parse it here first.
-        lib = self._lib
-        sampler = lib.llama_sampler_init_grammar(self._llm._model.vocab, gbnf.encode("utf-8"), b"root")
-        if not sampler:
-            raise ValueError("llama.cpp could not parse the GBNF (its parser printed why on stderr)")
-        lib.llama_sampler_free(sampler)
+        problem = gbnf_problem(gbnf)
+        if problem is not None:
+            raise ValueError(problem)
         grammars = importlib.import_module("llama_cpp.llama_grammar")
         return grammars.LlamaGrammar.from_string(gbnf, verbose=False)
 

@@ -79,7 +79,7 @@ def llama_cpp_style_kwargs(params: SamplingParams, seed: int | None) -> dict[str
         return kwargs
     gbnf = grammar.gbnf
     if gbnf is None:
-        from retryctl.models._grammar_regex import regex_to_gbnf
+        from retryctl.models._gbnf import regex_to_gbnf
 
         try:
             gbnf = regex_to_gbnf(grammar.regex or "")

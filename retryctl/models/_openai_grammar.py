@@ -78,9 +78,21 @@ def check_dialect(value: object) -> GrammarDialect | None:
 
 @functools.lru_cache(maxsize=64)
 def _regex_gbnf(regex: str) -> str:
-    from retryctl.models._grammar_regex import regex_to_gbnf
+    from retryctl.models._gbnf import regex_to_gbnf
 
     return regex_to_gbnf(regex)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_problem(gbnf: str) -> str | None:
+    """Why llama.cpp cannot parse ``gbnf``; ``None`` when it can, or cannot be asked (no ``local``
+    extra). ``python -m llama_cpp.server`` 0.3.x segfaults on a grammar it cannot parse: never send one."""
+    from retryctl.models._gbnf import gbnf_problem
+
+    try:
+        return gbnf_problem(gbnf)
+    except ModuleNotFoundError:
+        return None
 
 
 def _fields(grammar: Grammar, dialect: str) -> dict[str, Any]:
@@ -93,6 +105,8 @@ def _fields(grammar: Grammar, dialect: str) -> dict[str, Any]:
             text = _regex_gbnf(grammar.regex)
         except ModuleNotFoundError as exc:
             raise ValueError("converting a regex to GBNF needs llama-cpp-python (the local extra)") from exc
+    if dialect == "llama.cpp" and (problem := _parse_problem(text)) is not None:
+        raise ValueError(problem)
     if dialect == "vllm":
         return {name: {"grammar" if grammar.gbnf is not None else "regex": text}}
     return {name: text}

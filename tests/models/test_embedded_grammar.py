@@ -30,7 +30,7 @@ class TestRegexToGbnf:
         ],
     )
     def test_it_writes_gbnf_llama_cpp_parses(self, embedded, regex, gbnf):
-        from retryctl.models._grammar_regex import regex_to_gbnf
+        from retryctl.models._gbnf import regex_to_gbnf
 
         assert regex_to_gbnf(regex) == gbnf
         # The backend's own check: llama.cpp's parser accepts it (a rejected one raises ValueError).
@@ -39,7 +39,7 @@ class TestRegexToGbnf:
 
     @pytest.mark.parametrize("regex", [r"a(?=b)", r"\bword", r"(a)\1", "a^b", r"[\D]", "(unclosed"])
     def test_what_gbnf_cannot_say_is_a_value_error(self, regex):
-        from retryctl.models._grammar_regex import regex_to_gbnf
+        from retryctl.models._gbnf import regex_to_gbnf
 
         with pytest.raises(ValueError):
             regex_to_gbnf(regex)

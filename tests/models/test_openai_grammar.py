@@ -261,3 +261,19 @@ class TestPlan:
     def test_without_a_grammar_the_params_go_as_they_are(self):
         p = params(None)
         assert grammar_plan(p, "auto", ()).params is p
+
+
+@needs_llama
+class TestUnparsableGbnf:
+    def test_it_is_never_sent_to_a_llama_cpp_server(self, picky):
+        # python -m llama_cpp.server 0.3.x segfaults on a grammar it cannot parse (seen on this machine).
+        server = picky()
+        b = backend(server)
+        broken = Grammar(name="broken", gbnf='root ::= "yes')
+        [cand] = b.sample_sync(Q, params(broken))
+        assert "grammar" not in server.requests[0] and cand.grammar is None
+        note = "grammar 'broken' (gbnf) cannot be sent to a llama.cpp server: llama.cpp could not parse"
+        assert any(n.startswith(note) for n in cand.notes)
+        assert b.capabilities.refused == frozenset()  # the grammar's fault, not the server's
+        [good] = b.sample_sync(Q, params(YES_NO))
+        assert server.requests[1]["grammar"] == YES_NO.gbnf and good.grammar == "yes-no"

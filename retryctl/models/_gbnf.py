@@ -1,11 +1,13 @@
-"""A regular expression as a llama.cpp GBNF grammar, through llama-cpp-python's own converter.
+"""llama.cpp GBNF helpers: a regular expression as GBNF, and a parse check that needs no model.
 
-The converter (``SchemaConverter._visit_pattern``, what ``json_schema_to_gbnf`` uses for a string's
-``pattern``) wraps the rule in JSON quotes and copies escapes GBNF does not know (``\\d``, ``\\.``) into
-its literals, where llama.cpp's parser rejects them. So the pattern is first rewritten into the subset
-both speak: shorthand classes spelt out, escaped punctuation as a one-character class, ``(?:`` as
-``(``; then the quotes are stripped from the rule. What neither can express (anchors inside the
-pattern, lookarounds, back-references) is a ``ValueError``.
+:func:`regex_to_gbnf` goes through llama-cpp-python's own converter (``SchemaConverter._visit_pattern``,
+what ``json_schema_to_gbnf`` uses for a string's ``pattern``), which wraps the rule in JSON quotes and
+copies escapes GBNF does not know (``\\d``, ``\\.``) into its literals, where llama.cpp's parser rejects
+them. So the pattern is first rewritten into the subset both speak: shorthand classes spelt out,
+escaped punctuation as a one-character class, ``(?:`` as ``(``; then the quotes are stripped from the
+rule. What neither can express (anchors inside the pattern, lookarounds, back-references) is a
+``ValueError``. :func:`gbnf_problem` asks llama.cpp's own parser, before a grammar it cannot parse
+reaches a process that would crash on it (``python -m llama_cpp.server`` 0.3.x segfaults).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import importlib
 import re
 
-__all__ = ["regex_to_gbnf"]
+__all__ = ["gbnf_problem", "regex_to_gbnf"]
 
 _SHORTHAND = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\x0B\\x0C"}
 _LITERAL_ESCAPES = frozenset("ntr")
@@ -104,3 +106,14 @@ def regex_to_gbnf(regex: str) -> str:
     rules["root"] = root[len(_QUOTE_OPEN) : -len(_QUOTE_CLOSE)]
     rules.pop("space", None)
     return "\n".join(f"{name} ::= {rule}" for name, rule in sorted(rules.items()))
+
+
+def gbnf_problem(gbnf: str) -> str | None:
+    """Why llama.cpp cannot parse ``gbnf`` (its parser prints the details on stderr), ``None`` when it
+    can; ``ModuleNotFoundError`` without llama-cpp-python. No model is needed: the parser takes none."""
+    lib = importlib.import_module("llama_cpp")
+    sampler = lib.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        return "llama.cpp could not parse the GBNF (its parser printed why on stderr)"
+    lib.llama_sampler_free(sampler)
+    return None
