@@ -12,10 +12,11 @@ reaches a process that would crash on it (``python -m llama_cpp.server`` 0.3.x s
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 
-__all__ = ["gbnf_problem", "regex_to_gbnf"]
+__all__ = ["gbnf_problem", "regex_to_gbnf", "server_gbnf"]
 
 _SHORTHAND = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\x0B\\x0C"}
 _LITERAL_ESCAPES = frozenset("ntr")
@@ -117,3 +118,23 @@ def gbnf_problem(gbnf: str) -> str | None:
         return "llama.cpp could not parse the GBNF (its parser printed why on stderr)"
     lib.llama_sampler_free(sampler)
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def server_gbnf(gbnf: str | None, regex: str | None) -> str:
+    """The GBNF a llama.cpp server is sent for a grammar given as ``gbnf`` or as ``regex`` (converted):
+    ``ValueError`` saying why when it cannot be written, or when llama.cpp's parser rejects it. The parse
+    check runs where llama-cpp-python is installed; without it a GBNF goes unchecked (and a regex cannot
+    be converted). ``python -m llama_cpp.server`` 0.3.x segfaults on a grammar it cannot parse."""
+    if gbnf is None:
+        try:
+            gbnf = regex_to_gbnf(regex or "")
+        except ModuleNotFoundError as exc:
+            raise ValueError("converting a regex to GBNF needs llama-cpp-python (the local extra)") from exc
+    try:
+        problem = gbnf_problem(gbnf)
+    except ModuleNotFoundError:
+        problem = None
+    if problem is not None:
+        raise ValueError(problem)
+    return gbnf

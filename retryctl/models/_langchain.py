@@ -72,19 +72,18 @@ def openai_style_kwargs(params: SamplingParams, seed: int | None) -> dict[str, A
 def llama_cpp_style_kwargs(params: SamplingParams, seed: int | None) -> dict[str, Any]:
     """:func:`openai_style_kwargs` plus the grammar as llama.cpp's ``grammar`` field (in ``extra_body``,
     which ``ChatOpenAI`` merges into the request): a GBNF grammar as it is, a regex converted to GBNF
-    (with the ``local`` extra). Only for a server that takes the field: another refuses the request."""
+    (with the ``local`` extra); never one llama.cpp cannot parse. Only for a server that takes the field:
+    another refuses the request."""
     kwargs = openai_style_kwargs(params, seed)
     grammar = params.grammar
     if grammar is None or grammar.json_schema is not None:
         return kwargs
-    gbnf = grammar.gbnf
-    if gbnf is None:
-        from retryctl.models._gbnf import regex_to_gbnf
+    from retryctl.models._gbnf import server_gbnf
 
-        try:
-            gbnf = regex_to_gbnf(grammar.regex or "")
-        except (ValueError, ModuleNotFoundError):
-            return kwargs  # not sent: the candidate's notes say so
+    try:
+        gbnf = server_gbnf(grammar.gbnf, grammar.regex)
+    except ValueError:
+        return kwargs  # not sent (llama.cpp's server would crash on it): the candidate's notes say so
     kwargs.pop("response_format", None)  # a grammar replaces the format's constraint
     kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "grammar": gbnf}
     return kwargs

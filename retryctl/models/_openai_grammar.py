@@ -26,7 +26,6 @@ is caught, and said so.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ from typing import Any, Literal
 
 from retryctl._log import get_logger
 from retryctl.exceptions import ConfigError
+from retryctl.models._gbnf import server_gbnf
 from retryctl.models._grammar import Grammar
 from retryctl.models._types import Candidate, SamplingParams
 
@@ -76,37 +76,13 @@ def check_dialect(value: object) -> GrammarDialect | None:
     return value  # type: ignore[return-value]  # checked against _DIALECTS just above
 
 
-@functools.lru_cache(maxsize=64)
-def _regex_gbnf(regex: str) -> str:
-    from retryctl.models._gbnf import regex_to_gbnf
-
-    return regex_to_gbnf(regex)
-
-
-@functools.lru_cache(maxsize=64)
-def _parse_problem(gbnf: str) -> str | None:
-    """Why llama.cpp cannot parse ``gbnf``; ``None`` when it can, or cannot be asked (no ``local``
-    extra). ``python -m llama_cpp.server`` 0.3.x segfaults on a grammar it cannot parse: never send one."""
-    from retryctl.models._gbnf import gbnf_problem
-
-    try:
-        return gbnf_problem(gbnf)
-    except ModuleNotFoundError:
-        return None
-
-
 def _fields(grammar: Grammar, dialect: str) -> dict[str, Any]:
     """The payload fields that carry a GBNF or regex ``grammar``; ``ValueError`` when they cannot."""
     name = _FIELD[dialect][grammar.kind]
     text = grammar.gbnf if grammar.gbnf is not None else grammar.regex
     assert text is not None
-    if dialect == "llama.cpp" and grammar.regex is not None:
-        try:
-            text = _regex_gbnf(grammar.regex)
-        except ModuleNotFoundError as exc:
-            raise ValueError("converting a regex to GBNF needs llama-cpp-python (the local extra)") from exc
-    if dialect == "llama.cpp" and (problem := _parse_problem(text)) is not None:
-        raise ValueError(problem)
+    if dialect == "llama.cpp":
+        text = server_gbnf(grammar.gbnf, grammar.regex)
     if dialect == "vllm":
         return {name: {"grammar" if grammar.gbnf is not None else "regex": text}}
     return {name: text}

@@ -54,6 +54,14 @@ class TestLangChainGrammar:
         kwargs = llama_cpp_style_kwargs(SamplingParams(grammar=Grammar(name="d", regex=r"\d+")), None)
         assert kwargs["extra_body"] == {"grammar": "root ::= [0-9]+"}
 
+    @needs_llama
+    def test_a_gbnf_llama_cpp_cannot_parse_is_not_sent(self):
+        broken = Grammar(name="broken", gbnf='root ::= "yes')
+        assert "extra_body" not in llama_cpp_style_kwargs(SamplingParams(grammar=broken), None)
+        backend = LangChainBackend(FakeListChatModel(responses=["yes"]), to_kwargs=llama_cpp_style_kwargs)
+        [cand] = backend.sample_sync(Q, SamplingParams(grammar=broken))
+        assert cand.grammar is None and "not supported by this backend" in cand.notes[0]
+
     def test_a_json_schema_grammar_is_not_sent(self):
         kwargs = llama_cpp_style_kwargs(SamplingParams(grammar=Grammar(name="j", json_schema=SCHEMA)), None)
         assert "extra_body" not in kwargs

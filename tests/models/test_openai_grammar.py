@@ -92,9 +92,27 @@ class TestOnLlamaServer:
         assert all(c.grammar is None for c in cands)
 
 
+OPENAI_UNRECOGNIZED_400 = json.dumps(
+    {
+        "error": {
+            "message": "Unrecognized request argument supplied: grammar",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+)
+"""The OpenAI API's answer to a field it does not know (the ``auto`` dialect sends ``grammar``)."""
+
+
 class TestRefusal:
-    def test_a_refused_grammar_is_dropped_remembered_and_noted(self, picky):
-        server = picky(refuse=lambda r: Refusal(400, GRAMMAR_400) if "grammar" in r else None)
+    @pytest.mark.parametrize(
+        "refusal",
+        [Refusal(422, GRAMMAR_400), Refusal(400, OPENAI_UNRECOGNIZED_400)],
+        ids=["pydantic", "openai"],
+    )
+    def test_a_refused_grammar_is_dropped_remembered_and_noted(self, picky, refusal):
+        server = picky(refuse=lambda r: refusal if "grammar" in r else None)
         b = backend(server)
         [first] = b.sample_sync(Q, params(YES_NO))
         assert [("grammar" in r) for r in server.requests] == [True, False]  # one extra request
