@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -295,3 +296,14 @@ class TestUnparsableGbnf:
         assert b.capabilities.refused == frozenset()  # the grammar's fault, not the server's
         [good] = b.sample_sync(Q, params(YES_NO))
         assert server.requests[1]["grammar"] == YES_NO.gbnf and good.grammar == "yes-no"
+
+
+@needs_llama
+class TestStreamedOnLlamaServer:
+    def test_a_streamed_sample_is_decoded_under_the_grammar_too(self, llama_server):
+        # cut_below streams each sample (to cut it short); the grammar travels in the same request.
+        b = served(llama_server)
+        p = params(YES_NO, max_tokens=6, temperature=1.5, logprobs=True, cut_below=0.001)
+        for seed in (1, 2, 3):
+            [cand] = b.sample_sync(Q, replace(p, seed=seed))
+            assert cand.text in ("yes", "no") and cand.grammar == "yes-no" and cand.logprobs
