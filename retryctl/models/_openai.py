@@ -114,9 +114,8 @@ class OpenAIBackend(BackendBase):
     (tests record the waits instead of sleeping). ``capabilities`` is where what the server refuses is
     remembered, keyed by base URL and model; by default the process-wide
     :meth:`CapabilityRegistry.shared`, so every backend of one server learns it once.
-    ``grammar_dialect`` names the request fields that carry ``SamplingParams.grammar`` (see
-    :mod:`retryctl.models._openai_grammar`): ``"auto"`` (llama.cpp's), ``"llama.cpp"``, ``"vllm"``,
-    ``"vllm-guided"`` (vLLM before 0.12), ``"sglang"``, or ``None`` to never send one.
+    ``grammar_dialect`` names the fields ``SamplingParams.grammar`` travels in (``"auto"``: llama.cpp's,
+    ``"vllm"``, ``"vllm-guided"``, ``"sglang"``, ``None``: none), see :mod:`retryctl.models._openai_grammar`.
     """
 
     def __init__(

@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 GrammarDialect = Literal["auto", "llama.cpp", "vllm", "vllm-guided", "sglang"]
-"""The request fields a server reads a grammar from (see the module's table); ``None`` never sends one."""
+"""The request fields a server reads a grammar from (see the module's table); ``None`` sends no grammar
+field (a JSON-schema grammar still goes as a response format, which is OpenAI's own API)."""
 
 _DIALECTS: tuple[str, ...] = ("auto", "llama.cpp", "vllm", "vllm-guided", "sglang")
 _FIELD: dict[str, dict[str, str]] = {

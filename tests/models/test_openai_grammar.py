@@ -187,6 +187,12 @@ class TestDialects:
         assert cand.grammar is None
         assert "grammar 'yes-no' not sent (grammar_dialect=None): checked after decoding" in cand.notes
 
+    def test_dialect_none_still_sends_a_json_schema_grammar_as_a_response_format(self, picky):
+        server = picky(reply=lambda r: json.dumps({"answer": "yes"}))
+        [cand] = backend(server, grammar_dialect=None).sample_sync(Q, params(ANSWER))
+        assert server.requests[0]["response_format"]["type"] == "json_schema"
+        assert cand.grammar == "answer obj"
+
     @pytest.mark.parametrize("bad", ["vLLM", "openai", "", 3])
     def test_an_unknown_dialect_is_a_config_error(self, bad):
         with pytest.raises(ConfigError) as err:
