@@ -114,7 +114,7 @@ class OpenAIBackend(BackendBase):
     (tests record the waits instead of sleeping). ``capabilities`` is where what the server refuses is
     remembered, keyed by base URL and model; by default the process-wide
     :meth:`CapabilityRegistry.shared`, so every backend of one server learns it once.
-    ``grammar_dialect`` names the fields ``SamplingParams.grammar`` travels in (``"auto"``: llama.cpp's,
+    ``grammar_dialect`` names the fields ``SamplingParams.grammar`` travels in (``"auto"``/``"llama.cpp"``,
     ``"vllm"``, ``"vllm-guided"``, ``"sglang"``, ``None``: none), see :mod:`retryctl.models._openai_grammar`.
     """
 
