@@ -175,13 +175,15 @@ TESTING = {
 
 MODELS = {
     "BackendBase", "BackendError", "BackendTimeout", "BackendUnavailable", "BuildCheck", "Candidate",
-    "CapabilityRegistry", "ConstrainedBackend", "Constraint", "ConstraintPolicy", "EmbeddedBackend", "Grammar", "GrammarKind",
+    "CapabilityRegistry", "ConstrainedBackend", "Constraint", "ConstraintPolicy", "EmbeddedBackend",
+    "Grammar", "GrammarDialect", "GrammarKind",
     "LangChainBackend", "MalformedResponse", "Message", "MessagesLike", "ModelBackend", "NMode",
     "OpenAIBackend",
     "ParamsToKwargs", "ReplayBackend", "ReplayExhausted", "RetrySettings", "SamplingParams", "ScriptItem",
     "ScriptedBackend", "ScriptedCall", "ServerCapabilities", "TerminalBackendError", "TokenLogprob",
     "ToolCall", "ToolSpec", "TransientBackendError", "UnsupportedParameter", "Usage",
-    "check_embedded_build", "find_smollm2_gguf", "normalise_messages", "openai_style_kwargs",
+    "check_embedded_build", "find_smollm2_gguf", "llama_cpp_style_kwargs", "normalise_messages",
+    "openai_style_kwargs",
     "random_order", "rung_for", "sample_blocking", "stop_only_kwargs",
 }  # fmt: skip
 

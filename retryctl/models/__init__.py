@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from retryctl.models._langchain import (
         LangChainBackend,
         ParamsToKwargs,
+        llama_cpp_style_kwargs,
         openai_style_kwargs,
         stop_only_kwargs,
     )
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from retryctl.models._messages import Message, MessagesLike, normalise_messages
     from retryctl.models._openai import NMode, OpenAIBackend
     from retryctl.models._openai_caps import CapabilityRegistry, ServerCapabilities
+    from retryctl.models._openai_grammar import GrammarDialect
     from retryctl.models._replay import ReplayBackend, random_order
     from retryctl.models._retry import RetrySettings
     from retryctl.models._scripted import ScriptedBackend, ScriptedCall, ScriptItem
@@ -75,6 +77,7 @@ __all__ = [
     "ConstraintPolicy",
     "EmbeddedBackend",
     "Grammar",
+    "GrammarDialect",
     "GrammarKind",
     "LangChainBackend",
     "MalformedResponse",
@@ -101,6 +104,7 @@ __all__ = [
     "Usage",
     "check_embedded_build",
     "find_smollm2_gguf",
+    "llama_cpp_style_kwargs",
     "normalise_messages",
     "openai_style_kwargs",
     "random_order",
@@ -133,6 +137,7 @@ _MODULES = {
         (
             "LangChainBackend",
             "ParamsToKwargs",
+            "llama_cpp_style_kwargs",
             "openai_style_kwargs",
             "stop_only_kwargs",
         ),
@@ -142,6 +147,7 @@ _MODULES = {
     **dict.fromkeys(("Message", "MessagesLike", "normalise_messages"), "_messages"),
     **dict.fromkeys(("NMode", "OpenAIBackend"), "_openai"),
     **dict.fromkeys(("CapabilityRegistry", "ServerCapabilities"), "_openai_caps"),
+    "GrammarDialect": "_openai_grammar",
     **dict.fromkeys(("ReplayBackend", "random_order"), "_replay"),
     "RetrySettings": "_retry",
     **dict.fromkeys(("ScriptedBackend", "ScriptedCall", "ScriptItem"), "_scripted"),

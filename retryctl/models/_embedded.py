@@ -30,6 +30,7 @@ from retryctl.models._constraints import (
     structure_instruction,
 )
 from retryctl.models._errors import TerminalBackendError
+from retryctl.models._gbnf import gbnf_problem, regex_to_gbnf
 from retryctl.models._grammar import Grammar
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
@@ -286,22 +287,18 @@ class EmbeddedBackend(BackendBase):
 
     def _compiled(self, grammar: Grammar) -> Any:
         """The ``LlamaGrammar`` of ``grammar``; ``ValueError`` (or the converter's own error) when it
-        cannot be built. A JSON schema goes through the same converter as structured output."""
+        cannot be built. A JSON schema goes through the same converter as structured output, a regex
+        through its pattern converter (:func:`regex_to_gbnf`)."""
         if grammar.json_schema is not None:
             return self._grammar(dict(grammar.json_schema))
-        if grammar.gbnf is None:
-            raise ValueError(f"the embedded model takes gbnf and json_schema grammars, not {grammar.kind}")
+        gbnf = grammar.gbnf if grammar.gbnf is not None else regex_to_gbnf(grammar.regex or "")
         # llama-cpp-python hands the text to llama.cpp only when decoding starts, and a grammar llama.cpp
         # cannot parse then becomes a null sampler that crashes the process: parse it here first.
-        lib = self._lib
-        sampler = lib.llama_sampler_init_grammar(
-            self._llm._model.vocab, grammar.gbnf.encode("utf-8"), b"root"
-        )
-        if not sampler:
-            raise ValueError("llama.cpp could not parse the GBNF (its parser printed why on stderr)")
-        lib.llama_sampler_free(sampler)
+        problem = gbnf_problem(gbnf)
+        if problem is not None:
+            raise ValueError(problem)
         grammars = importlib.import_module("llama_cpp.llama_grammar")
-        return grammars.LlamaGrammar.from_string(grammar.gbnf, verbose=False)
+        return grammars.LlamaGrammar.from_string(gbnf, verbose=False)
 
     def _under_grammar(self, prompt: list[int], params: SamplingParams, seed: int, index: int) -> Candidate:
         """One candidate decoded under ``params.grammar``; if the grammar cannot be built, the usual

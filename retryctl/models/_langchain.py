@@ -3,6 +3,9 @@
 k candidates are k concurrent ``ainvoke`` calls (each with its own seed when sampling knobs are passed).
 Logprobs are read from the reply's ``response_metadata["logprobs"]`` when the model puts them there (as
 ``ChatOpenAI(logprobs=True)`` does); usage from ``usage_metadata``; tool calls from ``tool_calls``.
+A LangChain model takes no grammar in general: a candidate asked for one says so in its notes and its
+check runs after decoding, unless ``to_kwargs`` put the grammar in the request itself
+(:func:`llama_cpp_style_kwargs`, for ``ChatOpenAI`` pointing at a llama.cpp server).
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ from retryctl.models._messages import MessagesLike, normalise_messages
 from retryctl.models._output_limit import output_token_limit
 from retryctl.models._types import Candidate, SamplingParams, TokenLogprob, ToolCall, Usage
 
-__all__ = ["LangChainBackend", "ParamsToKwargs", "openai_style_kwargs", "stop_only_kwargs"]
+__all__ = [
+    "LangChainBackend",
+    "ParamsToKwargs",
+    "llama_cpp_style_kwargs",
+    "openai_style_kwargs",
+    "stop_only_kwargs",
+]
 
 ParamsToKwargs = Callable[[SamplingParams, int | None], dict[str, Any]]
 """Maps sampling parameters (and a candidate's seed) to the model's call kwargs."""
@@ -58,6 +67,38 @@ def openai_style_kwargs(params: SamplingParams, seed: int | None) -> dict[str, A
     if params.response_format is not None:
         kwargs["response_format"] = dict(params.response_format)
     return kwargs
+
+
+def llama_cpp_style_kwargs(params: SamplingParams, seed: int | None) -> dict[str, Any]:
+    """:func:`openai_style_kwargs` plus the grammar as llama.cpp's ``grammar`` field (in ``extra_body``,
+    which ``ChatOpenAI`` merges into the request): a GBNF grammar as it is, a regex converted to GBNF
+    (with the ``local`` extra); never one llama.cpp cannot parse. Only for a server that takes the field:
+    another refuses the request."""
+    kwargs = openai_style_kwargs(params, seed)
+    grammar = params.grammar
+    if grammar is None or grammar.json_schema is not None:
+        return kwargs
+    from retryctl.models._gbnf import server_gbnf
+
+    try:
+        gbnf = server_gbnf(grammar.gbnf, grammar.regex)
+    except ValueError:
+        return kwargs  # not sent (llama.cpp's server would crash on it): the candidate's notes say so
+    kwargs.pop("response_format", None)  # a grammar replaces the format's constraint
+    kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "grammar": gbnf}
+    return kwargs
+
+
+def _grammar_outcome(params: SamplingParams, kwargs: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The name of the grammar the call carried (``None`` if none) and the note a candidate gets."""
+    grammar = params.grammar
+    if grammar is None:
+        return None, None
+    body = kwargs.get("extra_body")
+    if isinstance(body, Mapping) and body.get("grammar") is not None:
+        note = f"decoded under grammar {grammar.name!r} (strictness {grammar.strictness:.2f}) by the server"
+        return grammar.name, note
+    return None, f"grammar {grammar.name!r} not supported by this backend: checked after decoding"
 
 
 def _text(content: Any) -> str:
@@ -119,7 +160,8 @@ class LangChainBackend(BackendBase):
     """Wraps a LangChain chat model.
 
     ``to_kwargs`` decides which sampling knobs reach the model: :func:`stop_only_kwargs` (default)
-    keeps the model's own settings; :func:`openai_style_kwargs` suits ``ChatOpenAI``-like models.
+    keeps the model's own settings; :func:`openai_style_kwargs` suits ``ChatOpenAI``-like models, and
+    :func:`llama_cpp_style_kwargs` one pointing at a llama.cpp server (it sends the grammar too).
     Tools are bound with the model's ``bind_tools``. The model is called without its client's own
     retries (a copy with ``max_retries=0``: :mod:`retryctl.models._client_retries`; ``model`` itself is
     not changed): the step retries, charges and logs each HTTP try itself, where ``ChatOpenAI``'s two
@@ -168,8 +210,10 @@ class LangChainBackend(BackendBase):
         self, runnable: Any, messages: list[BaseMessage], params: SamplingParams, seed: int | None
     ) -> Candidate:
         started = time.perf_counter()
+        kwargs = self.to_kwargs(params, seed)
+        grammar, note = _grammar_outcome(params, kwargs)
         try:
-            reply = await runnable.ainvoke(messages, **self.to_kwargs(params, seed))
+            reply = await runnable.ainvoke(messages, **kwargs)
         except Exception as exc:
             raise _classify(exc, self.name) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
@@ -193,6 +237,8 @@ class LangChainBackend(BackendBase):
             usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
             latency_ms=latency_ms,
             seed=seed,
+            grammar=grammar,
+            notes=(note,) if note else (),
         )
 
     async def sample(

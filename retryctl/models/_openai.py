@@ -6,8 +6,9 @@ parallel single requests with distinct seeds.
 
 What a server refuses outright (a capability error, see :mod:`retryctl.models._openai_caps`) is learnt
 in its :class:`ServerCapabilities` and the request goes again at once without it: structured output
-steps down ``json_schema`` → ``json_object`` → plain prompt (:mod:`retryctl.models._openai_modes`), and a
-refused ``logprobs``, ``seed``, ``n``, ``top_p``, ``top_k`` or ``min_p`` is left out.
+steps down ``json_schema`` → ``json_object`` → plain prompt (:mod:`retryctl.models._openai_modes`), a
+refused ``logprobs``, ``seed``, ``n``, ``top_p``, ``top_k`` or ``min_p`` is left out, and so is a refused
+grammar field (:mod:`retryctl.models._openai_grammar`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from retryctl.models._base import BackendBase, check_k
 from retryctl.models._errors import UnsupportedParameter
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
 from retryctl.models._openai_caps import CapabilityRegistry, ServerCapabilities
+from retryctl.models._openai_grammar import GrammarDialect, check_dialect, grammar_plan, refused_field
 from retryctl.models._openai_modes import (
     DROPPABLE,
     Plan,
@@ -112,6 +114,8 @@ class OpenAIBackend(BackendBase):
     (tests record the waits instead of sleeping). ``capabilities`` is where what the server refuses is
     remembered, keyed by base URL and model; by default the process-wide
     :meth:`CapabilityRegistry.shared`, so every backend of one server learns it once.
+    ``grammar_dialect`` names the fields ``SamplingParams.grammar`` travels in (``"auto"``/``"llama.cpp"``,
+    ``"vllm"``, ``"vllm-guided"``, ``"sglang"``, ``None``: none), see :mod:`retryctl.models._openai_grammar`.
     """
 
     def __init__(
@@ -127,6 +131,7 @@ class OpenAIBackend(BackendBase):
         sleep: Sleep | None = None,
         extra_body: dict[str, Any] | None = None,
         capabilities: CapabilityRegistry | None = None,
+        grammar_dialect: GrammarDialect | None = "auto",
     ) -> None:
         super().__init__()
         if not model:
@@ -144,6 +149,7 @@ class OpenAIBackend(BackendBase):
         self.timeout_s = timeout_s
         self.retry = retry or RetrySettings()
         self.n_mode: NMode = n_mode
+        self.grammar_dialect: GrammarDialect | None = check_dialect(grammar_dialect)
         self.extra_body = dict(extra_body or {})
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         self._shared_client = client
@@ -284,8 +290,10 @@ class OpenAIBackend(BackendBase):
     ) -> list[_Read]:
         """One request, sent again at once without whatever the server refuses, until it is served."""
         while True:
-            plan = plan_for(params, self.capabilities.refused)
-            payload = self._payload(messages, params, n, seed, plan)
+            grammar = grammar_plan(params, self.grammar_dialect, self.capabilities.refused)
+            sent = grammar.params
+            plan = plan_for(sent, self.capabilities.refused)
+            payload = grammar.apply(self._payload(messages, sent, n, seed, plan), self.extra_body)
             once = functools.partial(self._once, payload, seed)
             if "stream" in payload:
                 once = functools.partial(self._streamed, payload, seed, params.cut_below)
@@ -302,8 +310,9 @@ class OpenAIBackend(BackendBase):
                 continue
             if params.logprobs:  # only a sample with logprobs can be cut short
                 got = self._prompt_usage(got, payload["messages"])
-            dropped = _dropped_note(params, n, plan)
-            reads = [plan.read(c, params, i) for i, c in enumerate(got)]
+            dropped = _dropped_note(sent, n, plan)
+            reads = [plan.read(c, sent, i) for i, c in enumerate(got)]
+            reads = [(grammar.finish(c, plan.mode), p) for c, p in reads]
             return [(_with_note(c, dropped) if dropped else c, p) for c, p in reads]
 
     def _prompt_usage(self, got: list[Candidate], messages: list[Message]) -> list[Candidate]:
@@ -333,7 +342,7 @@ class OpenAIBackend(BackendBase):
 
     def _learn(self, exc: UnsupportedParameter, payload: dict[str, Any], plan: Plan) -> bool:
         """Remember what the server refused; ``False`` when the request cannot go on without it."""
-        feature = feature_of(exc.parameter, payload, plan)
+        feature = refused_field(exc.parameter, payload) or feature_of(exc.parameter, payload, plan)
         if feature is None or feature in plan.refused:
             return False
         if self.capabilities.refuse(feature):
