@@ -9,6 +9,7 @@ from typing import Any
 
 from retryctl._scores import Graded, Scores, scores
 from retryctl.batch._outcome import graded_outcomes
+from retryctl.evals._frontier import selective
 
 __all__ = ["AGENT", "evaluation", "render_html"]
 
@@ -40,9 +41,12 @@ def _by_stratum(graded: list[Graded]) -> dict[str, Scores]:
 
 def evaluation(agent: Iterable[Mapping[str, Any]], baselines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Every system's figures: ``{"systems": {name: summary}, "strata": {stratum: {name: summary}},
-    "curves": {name: {"reliability": ..., "risk_coverage": ...}}}``."""
+    "curves": {name: {"reliability": ..., "risk_coverage": ...}}, "selective": ...}``, the last the
+    precision of each at fixed coverages, the agent's point against its members' curves and the oracle
+    (:func:`~retryctl.evals.selective`)."""
     rows = list({str(r.get("id")): r for r in agent}.values())  # a resumed task counts by its last line
-    systems = {AGENT: graded_outcomes(rows), **_baseline_outcomes(baselines)}
+    lines = list(baselines)
+    systems = {AGENT: graded_outcomes(rows), **_baseline_outcomes(lines)}
     figures = {name: scores(g) for name, g in systems.items() if g}
     strata: dict[str, dict[str, Any]] = {}
     for name, graded in systems.items():
@@ -55,6 +59,7 @@ def evaluation(agent: Iterable[Mapping[str, Any]], baselines: Iterable[Mapping[s
             name: {"reliability": s.reliability, "risk_coverage": s.risk_coverage}
             for name, s in figures.items()
         },
+        "selective": selective(figures, lines, agent=AGENT),
     }
 
 

@@ -301,8 +301,21 @@ def _value(expression: str) -> int | None:
     return int(value) if float(value).is_integer() and value > 0 else None
 
 
-def word_problems(count: int, *, seed: int = 0, strata: tuple[str, ...] = STRATA) -> Iterator[WordProblem]:
-    """``count`` problems, the strata taking turns, each from a random template, phrasing and words."""
+def word_problems(
+    count: int, *, seed: int = 0, strata: tuple[str, ...] = STRATA, family: str = "dev"
+) -> Iterator[WordProblem]:
+    """``count`` problems, the strata taking turns, each from a random template, phrasing and words.
+
+    ``family="heldout"``: the held-out one-step family instead (:func:`~retryctl.evals.heldout_problems`,
+    never fitted or tuned on; ``strata`` does not apply to it).
+    """
+    if family == "heldout":
+        from retryctl.evals._heldout import heldout_problems
+
+        yield from heldout_problems(count, seed=seed)
+        return
+    if family != "dev":
+        raise ValueError(f"family={family!r}: must be 'dev' or 'heldout'")
     if count < 0:
         raise ValueError(f"count={count!r}: must be at least 0")
     unknown = [s for s in strata if s not in _TEMPLATES]
