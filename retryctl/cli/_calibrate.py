@@ -159,22 +159,26 @@ def _print_shift(console: Console, rows: list[dict[str, Any]]) -> None:
     if not rows:
         console.print("--shift: the results name fewer than two strata; nothing to shift between")
         return
-    table = Table(title="calibration under shift: fitted on some strata, tested on the others")
-    for column in ("split", "fit on", "test on", "points", "ECE raw", "ECE calibrated", "pooled fit"):
-        table.add_column(column, justify="right")
+    table = Table(title="ECE under shift: fit on some strata, test on the others")
+    table.add_column("split", no_wrap=True)
+    for column in ("points", "raw", "calibrated", "pooled fit"):
+        table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
         table.add_row(
             row["name"],
-            ", ".join(row["fit_on"]),
-            ", ".join(row["test_on"]),
             f"{row['fitted_on']}/{row['tested_on']}",
             _cell(row["ece_raw"]),
             _cell(row["ece_calibrated"]),
             _cell(row["ece_pooled_fit"]),
         )
     console.print(table)
+    halves = next((r for r in rows if r["name"] == "hard -> easy"), None)
+    if halves is not None:
+        console.print(
+            f"hard: {', '.join(halves['fit_on'])}; easy: {', '.join(halves['test_on'])}", soft_wrap=True
+        )
     console.print(
-        "points: fitted on / tested on. 'ECE calibrated' is the fit retryctl calibrate writes (strata "
-        "weighted equally); 'pooled fit' weighs every decision point alike.",
+        "points: fitted on / tested on. ECE of the raw fused confidence, of the fit retryctl calibrate "
+        "writes (strata weighted equally) and of a pooled fit (every decision point alike).",
         soft_wrap=True,
     )

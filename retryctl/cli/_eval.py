@@ -174,21 +174,19 @@ def _print_selective(console: Console, figures: dict[str, Any]) -> None:
     """Precision at fixed coverages for every system and the oracle, then the agent's operating point
     against its members' curves (computed in :mod:`retryctl.evals._frontier`)."""
     coverages = [str(c) for c in figures["coverages"]]
-    table = Table(title="risk–coverage: precision answering the most confident first")
+    table = Table(title="risk–coverage: precision (P) answering the most confident first")
     table.add_column("system", no_wrap=True)
     for c in coverages:
-        table.add_column(f"precision @ coverage {c}", justify="right")
-    table.add_column("operating point (coverage, precision)", justify="right")
+        table.add_column(f"P@{c}", justify="right", no_wrap=True)
+    table.add_column("coverage", justify="right", no_wrap=True)
+    table.add_column("precision", justify="right", no_wrap=True)
     for name, row in figures["systems"].items():
-        point = f"{row['coverage']:.3f}, {_cell(row['precision'])}"
-        table.add_row(name, *(_cell(row["precision_at"][c]) for c in coverages), point)
+        cells = [_cell(row["precision_at"][c]) for c in coverages]
+        table.add_row(name, *cells, f"{row['coverage']:.3f}", _cell(row["precision"]))
     for kind, row in figures["oracle"].items():
-        label = (
-            "oracle (some member's majority right)" if kind == "majority" else "oracle (some sample right)"
-        )
-        table.add_row(
-            label, *(_cell(row["precision_at"][c]) for c in coverages), f"{row['answerable']:.3f}, 1.000"
-        )
+        label = "oracle: a majority right" if kind == "majority" else "oracle: a sample right"
+        cells = [_cell(row["precision_at"][c]) for c in coverages]
+        table.add_row(label, *cells, f"{row['answerable']:.3f}", "1.000")
     console.print(table)
     agent = figures.get("agent")
     if agent is None:
