@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     )
     from retryctl.evals._frontier import oracle_rows, precision_at, selective
     from retryctl.evals._heldout import HELDOUT_STRATUM, heldout_problems
+    from retryctl.evals._problem import WordProblem
     from retryctl.evals._transfer import by_stratum, transfer
-    from retryctl.evals._wordproblems import STRATA, WordProblem, word_problems
+    from retryctl.evals._wordproblems import STRATA, word_problems
 
 __all__ = [
     "HELDOUT_STRATUM",
@@ -71,6 +72,7 @@ _MODULES = {
     **dict.fromkeys(("oracle_rows", "precision_at", "selective"), "_frontier"),
     **dict.fromkeys(("HELDOUT_STRATUM", "heldout_problems"), "_heldout"),
     **dict.fromkeys(("by_stratum", "transfer"), "_transfer"),
-    **dict.fromkeys(("STRATA", "WordProblem", "word_problems"), "_wordproblems"),
+    **dict.fromkeys(("STRATA", "word_problems"), "_wordproblems"),
+    "WordProblem": "_problem",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _MODULES)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 
-from retryctl.evals._wordproblems import WordProblem
+from retryctl.evals._problem import WordProblem
 
 __all__ = ["HELDOUT_STRATUM", "heldout_problems"]
 

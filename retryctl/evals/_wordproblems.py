@@ -20,7 +20,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+
+from retryctl.evals._problem import WordProblem
 
 __all__ = ["STRATA", "WordProblem", "word_problems"]
 
@@ -43,28 +44,6 @@ _THINGS = (
     ("bottle", "bottles", "crate", "crates"),
     ("shell", "shells", "bucket", "buckets"),
 )
-
-
-@dataclass(frozen=True)
-class WordProblem:
-    """One generated task: what ``retryctl batch`` and ``retryctl eval`` read, plus how it was made."""
-
-    id: str
-    question: str
-    gold: int
-    stratum: str
-    expression: str
-    """The arithmetic that solves it (``7 * 8 - 5``): what a right translation computes."""
-
-    def task(self) -> dict[str, Any]:
-        """The task line (``id``, ``question``, ``gold``, ``stratum``, ``expression``)."""
-        return {
-            "id": self.id,
-            "question": self.question,
-            "gold": self.gold,
-            "stratum": self.stratum,
-            "expression": self.expression,
-        }
 
 
 @dataclass(frozen=True)
