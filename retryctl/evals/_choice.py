@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retryctl.controller import Calibration
-from retryctl.evals._fit import load_calibration
 from retryctl.exceptions import ConfigError
 
 __all__ = ["NONE", "SHIPPED", "UNCALIBRATED", "CalibrationChoice", "choose_calibration"]
@@ -73,6 +72,9 @@ def choose_calibration(
         return CalibrationChoice(shipped, SHIPPED if shipped is not None else UNCALIBRATED)
     if value in (NONE, UNCALIBRATED):
         return CalibrationChoice(None, value)
+    # Imported for a file only: the fit's module tries SciPy, which a gateway never needs.
+    from retryctl.evals._fit import load_calibration
+
     try:
         return CalibrationChoice(load_calibration(value), value)
     except ConfigError as exc:

@@ -111,6 +111,38 @@ def _plot(
     return "".join(parts)
 
 
+def _selective_html(figures: Mapping[str, Any] | None) -> str:
+    """Precision at the fixed coverages, the oracle rows and the agent's point against its members."""
+    if not figures:
+        return ""
+    coverages = [str(c) for c in figures["coverages"]]
+    head = "".join(
+        f"<th>{escape(h)}</th>" for h in ("system", *(f"P@{c}" for c in coverages), "coverage", "precision")
+    )
+    rows = [
+        (name, [row["precision_at"][c] for c in coverages], row["coverage"], row["precision"])
+        for name, row in figures["systems"].items()
+    ]
+    rows += [
+        (f"oracle: a {'majority' if kind == 'majority' else 'sample'} right",
+         [row["precision_at"][c] for c in coverages], row["answerable"], 1.0)
+        for kind, row in figures["oracle"].items()
+    ]  # fmt: skip
+    body = "".join(
+        f"<tr><td>{escape(name)}</td>" + "".join(f"<td>{_fmt(v)}</td>" for v in (*at, cov, prec)) + "</tr>"
+        for name, at, cov, prec in rows
+    )
+    agent = figures.get("agent")
+    point = ""
+    if agent is not None and agent["best_member"] is not None:
+        point = (
+            f"<p>The agent at coverage {_fmt(agent['coverage'])}: precision {_fmt(agent['precision'])}; "
+            f"the best member's curve there, {escape(agent['best_member'])}: "
+            f"{_fmt(agent['best_member_precision'])} (gap {agent['gap']:+.3f}).</p>"
+        )
+    return f"<h2>Precision at coverage</h2><table><tr>{head}</tr>{body}</table>{point}"
+
+
 def render_html(report: Mapping[str, Any], *, title: str) -> str:
     """One self-contained page: the figures, the reliability diagram of accepted answers and the
     risk–coverage curve of every system."""
@@ -154,5 +186,6 @@ def render_html(report: Mapping[str, Any], *, title: str) -> str:
         "text-align:right}}td:first-child{text-align:left}</style></head><body>"
         f"<h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>"
         f"<h2>Reliability diagram</h2>{reliability}<h2>Risk–coverage</h2>{risk}"
+        f"{_selective_html(report.get('selective'))}"
         f"<h2>By stratum</h2>{strata}</body></html>"
     )

@@ -132,8 +132,10 @@ class TestEval:
         assert report["selective"]["agent"]["coverage"] == 1.0
         assert report["selective"]["oracle"]["majority"]["answerable"] == 1.0
 
-        text = runner.invoke(app, [*args, "--calibration", str(high), *SERVER])
+        page = tmp_path / "eval.html"
+        text = runner.invoke(app, [*args, "--calibration", str(high), "--html", str(page), *SERVER])
         assert text.exit_code == 0, text.output
+        assert "Precision at coverage" in page.read_text() and "oracle: a sample right" in page.read_text()
         assert "P@0.3" in text.stdout and "oracle: a majority right" in text.stdout
         assert "agent at coverage 1.000: precision 1.000; best member's curve there:" in text.stdout
         assert f"calibration: {high} (flat)" in text.stdout
