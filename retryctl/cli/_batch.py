@@ -96,6 +96,8 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
         ("ended at max budget", str(summary["at_max_budget"])),
     ]
     rows += [(f"status: {k}", str(v)) for k, v in summary["statuses"].items()]
+    if "calibration" in summary:
+        rows.append(("calibration", summary["calibration"]))
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -321,12 +323,13 @@ def batch(
         if decision_log is not None:
             decision_log.close()
     summary = summarise_results(read_results(out).results)
+    if choice is not None:
+        summary["calibration"] = choice.label
     if as_json:
         typer.echo(
             json.dumps(
                 {
                     **summary,
-                    **({} if choice is None else {"calibration": choice.label}),
                     "paused": outcome.paused if outcome else None,
                     "not_started": outcome.not_started if outcome else [],
                 },
