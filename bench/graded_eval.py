@@ -101,7 +101,9 @@ def _targets(label: str, report: dict[str, Any], samples: int) -> None:
         (f"ECE of accepted confidences <= 0.10: {_fmt(ece)}", ece is not None and ece <= 0.10),
         (
             f"precision at its coverage within 0.03 of the best member's curve ({best} "
-            f"{_fmt(point.get('best_member_precision'))}): gap {_fmt(gap)}",
+            f"{_fmt(point.get('best_member_precision'))}): gap {_fmt(gap)}"
+            if point
+            else "precision within 0.03 of the best member's curve: the agent accepted nothing",
             gap is not None and gap >= -0.03,
         ),
         (
