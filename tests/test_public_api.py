@@ -246,22 +246,30 @@ REPORT = {
 RUNTIME = {"RedisBreakerStore", "SQLiteBreakerStore", "averify", "verify"}
 
 EVALS = {
+    "HELDOUT_STRATUM",
     "STRATA",
     "Graded",
     "Outcome",
     "Scores",
     "WordProblem",
     "auroc",
+    "balanced_weights",
     "brier",
+    "by_stratum",
     "ece",
     "fit_calibration",
     "fit_curve",
+    "heldout_problems",
     "load_calibration",
+    "oracle_rows",
+    "precision_at",
     "reliability",
     "risk_coverage",
     "save_calibration",
     "scores",
+    "selective",
     "split_of",
+    "transfer",
     "word_problems",
 }
 

@@ -86,6 +86,9 @@ class BatchConfig:
     turn: bool = True
     """Run one task's CPU work at a time, first ready first, between its model calls, tool calls and
     backoffs (:mod:`retryctl._turn`); ``False`` lets the tasks interleave at every ``await``."""
+    line_fields: dict[str, Any] = field(default_factory=dict)
+    """Fields every result line carries besides its own (``{"calibration": "shipped"}``: what the
+    batch's verdicts were made under); a line's own field of the same name wins."""
 
     def __post_init__(self) -> None:
         # Types first: a string from a config file would otherwise fail as "'<' not supported".
@@ -166,6 +169,7 @@ async def run_batch(
         async with turn.hold(ticket) if turn is not None else contextlib.nullcontext():
             try:
                 line = await _run_task(invoke, task, config, asleep, clock)
+                line.update((k, v) for k, v in config.line_fields.items() if k not in line)
                 results.append(line)
                 outcome.lines.append(line)
                 if breaker.record(line) and outcome.paused is None:

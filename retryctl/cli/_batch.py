@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -42,6 +42,9 @@ from retryctl.batch import (
 from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
+
+if TYPE_CHECKING:
+    from retryctl.evals._choice import CalibrationChoice
 
 __all__ = ["batch"]
 
@@ -93,6 +96,8 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
         ("ended at max budget", str(summary["at_max_budget"])),
     ]
     rows += [(f"status: {k}", str(v)) for k, v in summary["statuses"].items()]
+    if "calibration" in summary:
+        rows.append(("calibration", summary["calibration"]))
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -173,6 +178,24 @@ def _open_log(path: Path, console: Console, *, resume: bool) -> DecisionLog:
     return decision_log
 
 
+def _calibration(value: str | None, graph_spec: str, base_url: str | None) -> CalibrationChoice | None:
+    """The demo agent's calibration (``None`` for a graph of one's own, which sets its own policy);
+    a bad ``--calibration`` exits 2 before anything is written."""
+    if graph_spec != DEFAULT_GRAPH:
+        if value is not None:
+            _fail(
+                f"--calibration {value}: applies to the demo agent (the default --graph); a graph of "
+                "your own applies one with Policy(calibration=load_calibration(FILE))"
+            )
+        return None
+    from retryctl.evals._choice import choose_calibration
+
+    try:
+        return choose_calibration(value, embedded=base_url is None)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
 @dataclass(frozen=True, kw_only=True)
 class _GraphSpec:
     """What to load, and with what."""
@@ -249,10 +272,20 @@ def batch(
             "a task run again continues its thread instead of starting over.",
         ),
     ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--calibration",
+            help="The demo agent's calibration: 'shipped' (the embedded model's; its default), 'none' "
+            "(raw fused confidence) or a file (retryctl calibrate). With --base-url and none given: "
+            "uncalibrated.",
+        ),
+    ] = None,
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
     _check_paths(tasks_path, out, log, checkpoints)
+    choice = _calibration(calibration, graph_spec, base_url)
     tasks, pending = _pending(tasks_path, out, resume=resume)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
         # the demo agent offline: a missing extra or a native crash would stop every task
@@ -262,13 +295,22 @@ def batch(
     _check_checkpoints(checkpoints, resume=resume)
     try:
         config = BatchConfig(
-            concurrency=concurrency, retries=retries, retry_wait_s=retry_wait, breaker_k=breaker or None
+            concurrency=concurrency,
+            retries=retries,
+            retry_wait_s=retry_wait,
+            breaker_k=breaker or None,
+            line_fields={} if choice is None else {"calibration": choice.label},
         )
     except ConfigError as exc:
         _fail(str(exc))
     factory_kwargs: dict[str, Any] = {}
     if base_url is not None or model_name is not None:
         factory_kwargs.update(base_url=base_url, model_name=model_name)
+    if choice is not None:
+        from retryctl.agent._graph import demo_policy
+
+        factory_kwargs["policy"] = demo_policy(choice.calibration)
+        console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     decision_log = _open_log(log, console, resume=resume) if pending and log is not None else None
     if decision_log is not None:
         factory_kwargs["log"] = decision_log
@@ -281,6 +323,8 @@ def batch(
         if decision_log is not None:
             decision_log.close()
     summary = summarise_results(read_results(out).results)
+    if choice is not None:
+        summary["calibration"] = choice.label
     if as_json:
         typer.echo(
             json.dumps(

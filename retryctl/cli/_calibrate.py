@@ -1,5 +1,6 @@
 """``retryctl calibrate``: fit a calibration on graded runs and say how much it helps on a part of
-them it was not fitted on (docs/evals.md)."""
+them it was not fitted on, per difficulty stratum and, with ``--shift``, fitted on some strata and
+tested on the others (docs/evals.md). The figures are :mod:`retryctl.evals._transfer`'s."""
 
 from __future__ import annotations
 
@@ -38,6 +39,19 @@ def calibrate(
         typer.Option("--holdout", min=0.0, max=0.9, help="Share of tasks kept out of the fit, to test it."),
     ] = 0.3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the task split.")] = 0,
+    shift: Annotated[
+        bool,
+        typer.Option(
+            "--shift", help="Also fit on some strata and test on the others (leave one out, hard/easy)."
+        ),
+    ] = False,
+    balance_strata: Annotated[
+        bool,
+        typer.Option(
+            "--balance-strata/--pooled",
+            help="Weigh each stratum equally in the fit (default), or every decision point alike.",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Fit a map from raw fused confidence to P(correct) on graded runs; ECE before and after, held out."""
@@ -46,6 +60,7 @@ def calibrate(
     require_extra("calibration", "retryctl calibrate")
     from retryctl.batch import read_results
     from retryctl.evals import Outcome, brier, ece, fit_calibration, save_calibration, split_of
+    from retryctl.evals._transfer import by_stratum, transfer
 
     outcomes: list[Outcome] = []
     for path in results:
@@ -62,6 +77,7 @@ def calibrate(
                         correct=bool(point["correct"]),
                         member=point.get("target"),
                         task=f"{path}:{line['id']}",
+                        stratum=str(line.get("stratum") or ""),
                     )
                 )
     if not outcomes:
@@ -80,7 +96,9 @@ def calibrate(
     tasks = len({o.task for o in fitted_on})
     files = ", ".join(p.name for p in results)
     calibration = fit_calibration(
-        fitted_on, source=f"{len(fitted_on)} graded decision points of {tasks} tasks ({files})"
+        fitted_on,
+        source=f"{len(fitted_on)} graded decision points of {tasks} tasks ({files})",
+        balance_strata=balance_strata,
     )
     save_calibration(calibration, out)
     raw = [(o.raw, o.correct) for o in tested]
@@ -94,20 +112,73 @@ def calibrate(
         "ece_calibrated": ece(mapped),
         "brier_raw": brier(raw),
         "brier_calibrated": brier(mapped),
+        "balance_strata": balance_strata,
+        "by_stratum": by_stratum(tested, calibration),
     }
+    if shift:
+        report["shift"] = transfer(outcomes)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    table = Table(title=f"calibration on {len(tested)} held-out decision points (fitted on {len(fitted_on)})")
+    _print(report, len(tested), len(fitted_on))
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _print(report: dict[str, Any], tested: int, fitted_on: int) -> None:
+    console = Console()
+    table = Table(title=f"calibration on {tested} held-out decision points (fitted on {fitted_on})")
     for column in ("", "ECE", "Brier"):
         table.add_column(column, justify="right")
-
-    def cell(value: float | None) -> str:
-        return "-" if value is None else f"{value:.3f}"
-
-    table.add_row("raw fused confidence", cell(report["ece_raw"]), cell(report["brier_raw"]))
-    table.add_row("calibrated", cell(report["ece_calibrated"]), cell(report["brier_calibrated"]))
-    console = Console()
+    table.add_row("raw fused confidence", _cell(report["ece_raw"]), _cell(report["brier_raw"]))
+    table.add_row("calibrated", _cell(report["ece_calibrated"]), _cell(report["brier_calibrated"]))
     console.print(table)
+    strata = {k: v for k, v in report["by_stratum"].items() if k != "all"}
+    if strata:
+        table = Table(title="held-out ECE by stratum")
+        for column in ("stratum", "points", "tasks", "ECE raw", "ECE calibrated"):
+            table.add_column(column, justify="right")
+        for name, row in strata.items():
+            table.add_row(
+                name,
+                str(row["points"]),
+                str(row["tasks"]),
+                _cell(row["ece_raw"]),
+                _cell(row["ece_calibrated"]),
+            )
+        console.print(table)
+    if "shift" in report:
+        _print_shift(console, report["shift"])
     curves = ", ".join(f"{name} ({n} points)" for name, n in report["curves"].items())
-    console.print(f"wrote {out}: curves {curves}", soft_wrap=True)
+    console.print(f"wrote {report['out']}: curves {curves}", soft_wrap=True)
+
+
+def _print_shift(console: Console, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print("--shift: the results name fewer than two strata; nothing to shift between")
+        return
+    table = Table(title="ECE under shift: fit on some strata, test on the others")
+    table.add_column("split", no_wrap=True)
+    for column in ("points", "raw", "calibrated", "pooled fit"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            row["name"],
+            f"{row['fitted_on']}/{row['tested_on']}",
+            _cell(row["ece_raw"]),
+            _cell(row["ece_calibrated"]),
+            _cell(row["ece_pooled_fit"]),
+        )
+    console.print(table)
+    halves = next((r for r in rows if r["name"] == "hard -> easy"), None)
+    if halves is not None:
+        console.print(
+            f"hard: {', '.join(halves['fit_on'])}; easy: {', '.join(halves['test_on'])}", soft_wrap=True
+        )
+    console.print(
+        "points: fitted on / tested on. ECE of the raw fused confidence, of the fit retryctl calibrate "
+        "writes (strata weighted equally) and of a pooled fit (every decision point alike).",
+        soft_wrap=True,
+    )

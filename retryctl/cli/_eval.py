@@ -19,6 +19,7 @@ from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
     from retryctl.controller import Policy
+    from retryctl.evals._choice import CalibrationChoice
 
 __all__ = ["eval_"]
 
@@ -45,21 +46,13 @@ def _table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
-def _policy(calibration: str, base_url: str | None) -> Policy:
+def _policy(calibration: str | None, base_url: str | None) -> tuple[Policy, CalibrationChoice]:
     """The demo policy with the ``--calibration`` asked for (``ConfigError`` naming a bad one)."""
     from retryctl.agent._graph import demo_policy
-    from retryctl.evals._fit import load_calibration
+    from retryctl.evals._choice import choose_calibration
 
-    if calibration == "shipped" and base_url is not None:
-        raise ConfigError(
-            field="--calibration",
-            value=calibration,
-            problem="the shipped calibration is the embedded model's; with --base-url pass 'none' or a "
-            "calibration fitted on that model (retryctl calibrate)",
-        )
-    if calibration in ("shipped", "none"):
-        return demo_policy("shipped" if calibration == "shipped" else None)
-    return demo_policy(load_calibration(calibration))
+    choice = choose_calibration(calibration, embedded=base_url is None)
+    return demo_policy(choice.calibration), choice
 
 
 def eval_(
@@ -77,12 +70,13 @@ def eval_(
     ] = 8,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Agent tasks at once.")] = 2,
     calibration: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--calibration",
-            help="'shipped' (the embedded model's), 'none' (raw fused confidence) or a calibration file.",
+            help="'shipped' (the embedded model's; its default), 'none' (raw fused confidence) or a "
+            "calibration file (retryctl calibrate). With --base-url and none given: uncalibrated.",
         ),
-    ] = "shipped",
+    ] = None,
     baselines: Annotated[bool, typer.Option("--baselines/--no-baselines", help="Run the baselines.")] = True,
     agent: Annotated[bool, typer.Option("--agent/--no-agent", help="Run the agent.")] = True,
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server.")] = None,
@@ -117,7 +111,7 @@ def eval_(
     if base_url is not None:
         require_extra("openai", "retryctl eval --base-url")
     try:
-        policy = _policy(calibration, base_url)
+        policy, choice = _policy(calibration, base_url)
         model = demo_model(base_url, model_name)
     except ConfigError as exc:
         _fail(str(exc))
@@ -131,8 +125,14 @@ def eval_(
             f"{kind} {line['id']}: {line.get('status')} {line.get('answer', '')}{mark}", markup=False
         )
 
+    console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     plan = EvalPlan(
-        samples=samples, tool_samples=tool_samples, concurrency=concurrency, baselines=baselines, agent=agent
+        samples=samples,
+        tool_samples=tool_samples,
+        concurrency=concurrency,
+        baselines=baselines,
+        agent=agent,
+        calibration=choice.label,
     )
     asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done))
     ids = {t.id for t in tasks}
@@ -142,14 +142,63 @@ def eval_(
         return [r for r in read_results(path).results if str(r.get("id")) in ids] if path.exists() else []
 
     report = evaluation(lines(AGENT_FILE), lines(BASELINES_FILE))
-    report["calibration"] = calibration
+    report["calibration"] = choice.label
     if html is not None:
         html.write_text(render_html(report, title=f"retryctl eval: {tasks_path.name}"), encoding="utf-8")
+    _print_report(report, title=f"retryctl eval: {tasks_path.name} ({len(tasks)} tasks)", as_json=as_json)
+    if not as_json:
+        stdout = Console()
+        stdout.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
+        stdout.print(f"results: {os.fspath(out)}", soft_wrap=True)
+
+
+def _print_report(report: dict[str, Any], *, title: str, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps({k: v for k, v in report.items() if k != "curves"}, indent=2))
+        # Each system's risk–coverage curve; the reliability diagram is the HTML page's.
+        curves = {name: c["risk_coverage"] for name, c in report["curves"].items()}
+        shown = {k: v for k, v in report.items() if k != "curves"}
+        typer.echo(json.dumps({**shown, "risk_coverage": curves}, indent=2))
         return
     stdout = Console()
-    stdout.print(_table(f"retryctl eval: {tasks_path.name} ({len(tasks)} tasks)", report["systems"]))
+    stdout.print(_table(title, report["systems"]))
     for stratum, rows in report["strata"].items():
         stdout.print(_table(f"stratum {stratum}", rows))
-    stdout.print(f"results: {os.fspath(out)}", soft_wrap=True)
+    _print_selective(stdout, report["selective"])
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _print_selective(console: Console, figures: dict[str, Any]) -> None:
+    """Precision at fixed coverages for every system and the oracle, then the agent's operating point
+    against its members' curves (computed in :mod:`retryctl.evals._frontier`)."""
+    coverages = [str(c) for c in figures["coverages"]]
+    table = Table(title="risk–coverage: precision (P) answering the most confident first")
+    table.add_column("system", no_wrap=True)
+    for c in coverages:
+        table.add_column(f"P@{c}", justify="right", no_wrap=True)
+    table.add_column("coverage", justify="right", no_wrap=True)
+    table.add_column("precision", justify="right", no_wrap=True)
+    for name, row in figures["systems"].items():
+        cells = [_cell(row["precision_at"][c]) for c in coverages]
+        table.add_row(name, *cells, f"{row['coverage']:.3f}", _cell(row["precision"]))
+    for kind, row in figures["oracle"].items():
+        label = "oracle: a majority right" if kind == "majority" else "oracle: a sample right"
+        cells = [_cell(row["precision_at"][c]) for c in coverages]
+        table.add_row(label, *cells, f"{row['answerable']:.3f}", "1.000")
+    console.print(table)
+    agent = figures.get("agent")
+    if agent is None:
+        return
+    best = agent["best_member"]
+    line = f"agent at coverage {agent['coverage']:.3f}: precision {_cell(agent['precision'])}"
+    if best is not None:
+        line += (
+            f"; best member's curve there: {best} {_cell(agent['best_member_precision'])} "
+            f"(gap {agent['gap']:+.3f})"
+        )
+    oracle = agent["oracle_precision"]
+    if "majority" in oracle:
+        line += f"; oracle {_cell(oracle['majority'])}"
+    console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -30,6 +30,7 @@ _OPTION_OF = {
     "breaker_failures": "--breaker-failures",
     "breaker_cooldown_s": "--breaker-cooldown",
     "log": "--log",
+    "calibration": "--calibration",
 }
 
 
@@ -75,6 +76,15 @@ def serve(
     graceful_timeout: Annotated[
         int, typer.Option("--graceful-timeout", min=0, help="Seconds to finish requests on shutdown.")
     ] = 30,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--calibration",
+            help="Adaptive requests' calibration: 'shipped' (the embedded model's; its default), 'none' "
+            "(raw fused confidence) or a file (retryctl calibrate). On --upstream with none given: "
+            "uncalibrated.",
+        ),
+    ] = None,
     keep_alive: Annotated[
         int,
         typer.Option(
@@ -105,6 +115,7 @@ def serve(
             breakers=breakers,
             breaker_failures=breaker_failures,
             breaker_cooldown_s=breaker_cooldown,
+            calibration=calibration,
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
@@ -137,6 +148,7 @@ def serve(
     typer.echo(
         f"retryctl gateway: serving {config.served_name!r} from {source} on http://{host}:{port}/v1", err=True
     )
+    typer.echo(f"retryctl gateway: adaptive requests' {config.calibration_choice().describe()}", err=True)
     uvicorn.run(
         "retryctl.gateway:app_from_env",
         factory=True,

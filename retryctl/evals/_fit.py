@@ -7,6 +7,15 @@ shape). It is SciPy's ``scipy.optimize.isotonic_regression``, a kept, tested imp
 shrinkage around it is ours. Each pooled block's share right is pulled towards one half by one
 outcome of each kind (Laplace's rule), so a block of five right answers says 0.86, not 1.0: a small
 block is weak evidence, and a calibrated confidence of exactly 1 would be a promise.
+
+**Equal weight per stratum** (``balance_strata``, the default). The decision points of a graded run
+are not one per task: a hard task ends in more verdicts (refines, switches) than an easy one, and a
+development set's mix of difficulties is not a user's. Pooled point by point, a fit learns mostly the
+hard strata, where the model is weak, and its map then silences the model where it is strong (the
+lesson of ``retryctl calibrate --shift``). So each stratum weighs the same in the fit, each task the
+same within its stratum, and each point the same within its task: the map is one that no single
+difficulty dominates. Without strata (or with one) this is one weight per task. The weights are
+scaled to a mean of 1, so the shrinkage still counts outcomes.
 """
 
 from __future__ import annotations
@@ -31,7 +40,15 @@ try:
 except ModuleNotFoundError as exc:  # the `calibration` extra: only the fit needs it, not the file
     _NO_SCIPY = exc
 
-__all__ = ["Outcome", "fit_calibration", "fit_curve", "load_calibration", "save_calibration", "split_of"]
+__all__ = [
+    "Outcome",
+    "balanced_weights",
+    "fit_calibration",
+    "fit_curve",
+    "load_calibration",
+    "save_calibration",
+    "split_of",
+]
 
 MIN_MEMBER_OUTCOMES = 30
 """A member gets a curve of its own only with at least this many graded outcomes; the rest share ``*``."""
@@ -47,12 +64,36 @@ class Outcome:
     member: str | None = None
     task: str = ""
     """The task it came from: the split keeps a task's points together."""
+    stratum: str = ""
+    """The task's difficulty stratum (``""``: none given)."""
 
 
-def fit_curve(raw: Sequence[float], correct: Sequence[bool]) -> CalibrationCurve:
-    """The isotonic, Laplace-shrunk curve of ``correct`` on ``raw`` (see the module docstring)."""
+def balanced_weights(outcomes: Sequence[Outcome]) -> list[float]:
+    """A weight per outcome: strata equal, tasks equal within a stratum, points equal within a task;
+    scaled to a mean of 1 (see the module docstring)."""
+    if not outcomes:
+        return []
+    tasks_of: dict[str, set[str]] = {}
+    points_of: dict[tuple[str, str], int] = {}
+    for o in outcomes:
+        tasks_of.setdefault(o.stratum, set()).add(o.task)
+        points_of[(o.stratum, o.task)] = points_of.get((o.stratum, o.task), 0) + 1
+    raw = [
+        1.0 / (len(tasks_of) * len(tasks_of[o.stratum]) * points_of[(o.stratum, o.task)]) for o in outcomes
+    ]
+    scale = len(outcomes) / sum(raw)
+    return [w * scale for w in raw]
+
+
+def fit_curve(
+    raw: Sequence[float], correct: Sequence[bool], weights: Sequence[float] | None = None
+) -> CalibrationCurve:
+    """The isotonic, Laplace-shrunk curve of ``correct`` on ``raw`` (see the module docstring);
+    ``weights`` (default: 1 each) say how much each outcome counts."""
     if len(raw) != len(correct):
         raise ValueError(f"{len(raw)} confidences but {len(correct)} outcomes")
+    if weights is not None and len(weights) != len(raw):
+        raise ValueError(f"{len(raw)} confidences but {len(weights)} weights")
     if not raw:
         raise ValueError("no graded outcomes to fit on")
     if _NO_SCIPY is not None:  # `retryctl eval --calibration FILE` reads a file without it
@@ -61,9 +102,11 @@ def fit_curve(raw: Sequence[float], correct: Sequence[bool]) -> CalibrationCurve
         ) from _NO_SCIPY
     xs = np.asarray(raw, dtype=float)
     ys = np.asarray(correct, dtype=float)
-    # One point per distinct raw value, weighted by how many outcomes share it.
-    knots, inverse, counts = np.unique(xs, return_inverse=True, return_counts=True)
-    rights = np.bincount(inverse, weights=ys, minlength=len(knots))
+    ws = np.ones_like(xs) if weights is None else np.asarray(weights, dtype=float)
+    # One point per distinct raw value, weighted by the outcomes that share it.
+    knots, inverse = np.unique(xs, return_inverse=True)
+    counts = np.bincount(inverse, weights=ws, minlength=len(knots))
+    rights = np.bincount(inverse, weights=ys * ws, minlength=len(knots))
     fitted = isotonic_regression(rights / counts, weights=counts, increasing=True).x
     # The blocks PAV pooled are the runs of equal fitted values: shrink each by its whole size.
     shrunk = np.empty_like(fitted)
@@ -82,14 +125,22 @@ def fit_curve(raw: Sequence[float], correct: Sequence[bool]) -> CalibrationCurve
     )
 
 
-def fit_calibration(outcomes: Sequence[Outcome], *, source: str = "") -> Calibration:
-    """A curve for every member with :data:`MIN_MEMBER_OUTCOMES` outcomes, and ``*`` over all of them."""
-    curves = {ANY_MEMBER: fit_curve([o.raw for o in outcomes], [o.correct for o in outcomes])}
+def fit_calibration(
+    outcomes: Sequence[Outcome], *, source: str = "", balance_strata: bool = True
+) -> Calibration:
+    """A curve for every member with :data:`MIN_MEMBER_OUTCOMES` outcomes, and ``*`` over all of them;
+    with ``balance_strata``, weighted by :func:`balanced_weights` (else one weight per outcome)."""
+
+    def curve(part: Sequence[Outcome]) -> CalibrationCurve:
+        weights = balanced_weights(part) if balance_strata else None
+        return fit_curve([o.raw for o in part], [o.correct for o in part], weights)
+
+    curves = {ANY_MEMBER: curve(outcomes)}
     members = sorted({o.member for o in outcomes if o.member})
     for member in members:
         own = [o for o in outcomes if o.member == member]
         if len(own) >= MIN_MEMBER_OUTCOMES:
-            curves[member] = fit_curve([o.raw for o in own], [o.correct for o in own])
+            curves[member] = curve(own)
     return Calibration(
         curves=curves,
         source=source or f"{len(outcomes)} graded outcomes",
@@ -97,6 +148,7 @@ def fit_calibration(outcomes: Sequence[Outcome], *, source: str = "") -> Calibra
             "isotonic regression (scipy.optimize.isotonic_regression) of correct on the raw fused "
             "confidence, each pooled block shrunk by Laplace's rule; one curve per member with "
             f"at least {MIN_MEMBER_OUTCOMES} outcomes, '*' over all"
+            + ("; strata weighted equally, tasks equally within them" if balance_strata else "")
         ),
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from retryctl._scores import Graded, Scores, scores
 from retryctl.batch._outcome import graded_outcomes
+from retryctl.evals._frontier import selective
 
 __all__ = ["AGENT", "evaluation", "render_html"]
 
@@ -40,9 +41,12 @@ def _by_stratum(graded: list[Graded]) -> dict[str, Scores]:
 
 def evaluation(agent: Iterable[Mapping[str, Any]], baselines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Every system's figures: ``{"systems": {name: summary}, "strata": {stratum: {name: summary}},
-    "curves": {name: {"reliability": ..., "risk_coverage": ...}}}``."""
+    "curves": {name: {"reliability": ..., "risk_coverage": ...}}, "selective": ...}``, the last the
+    precision of each at fixed coverages, the agent's point against its members' curves and the oracle
+    (:func:`~retryctl.evals.selective`)."""
     rows = list({str(r.get("id")): r for r in agent}.values())  # a resumed task counts by its last line
-    systems = {AGENT: graded_outcomes(rows), **_baseline_outcomes(baselines)}
+    lines = list(baselines)
+    systems = {AGENT: graded_outcomes(rows), **_baseline_outcomes(lines)}
     figures = {name: scores(g) for name, g in systems.items() if g}
     strata: dict[str, dict[str, Any]] = {}
     for name, graded in systems.items():
@@ -55,6 +59,7 @@ def evaluation(agent: Iterable[Mapping[str, Any]], baselines: Iterable[Mapping[s
             name: {"reliability": s.reliability, "risk_coverage": s.risk_coverage}
             for name, s in figures.items()
         },
+        "selective": selective(figures, lines, agent=AGENT),
     }
 
 
@@ -106,6 +111,38 @@ def _plot(
     return "".join(parts)
 
 
+def _selective_html(figures: Mapping[str, Any] | None) -> str:
+    """Precision at the fixed coverages, the oracle rows and the agent's point against its members."""
+    if not figures:
+        return ""
+    coverages = [str(c) for c in figures["coverages"]]
+    head = "".join(
+        f"<th>{escape(h)}</th>" for h in ("system", *(f"P@{c}" for c in coverages), "coverage", "precision")
+    )
+    rows = [
+        (name, [row["precision_at"][c] for c in coverages], row["coverage"], row["precision"])
+        for name, row in figures["systems"].items()
+    ]
+    rows += [
+        (f"oracle: a {'majority' if kind == 'majority' else 'sample'} right",
+         [row["precision_at"][c] for c in coverages], row["answerable"], 1.0)
+        for kind, row in figures["oracle"].items()
+    ]  # fmt: skip
+    body = "".join(
+        f"<tr><td>{escape(name)}</td>" + "".join(f"<td>{_fmt(v)}</td>" for v in (*at, cov, prec)) + "</tr>"
+        for name, at, cov, prec in rows
+    )
+    agent = figures.get("agent")
+    point = ""
+    if agent is not None and agent["best_member"] is not None:
+        point = (
+            f"<p>The agent at coverage {_fmt(agent['coverage'])}: precision {_fmt(agent['precision'])}; "
+            f"the best member's curve there, {escape(agent['best_member'])}: "
+            f"{_fmt(agent['best_member_precision'])} (gap {agent['gap']:+.3f}).</p>"
+        )
+    return f"<h2>Precision at coverage</h2><table><tr>{head}</tr>{body}</table>{point}"
+
+
 def render_html(report: Mapping[str, Any], *, title: str) -> str:
     """One self-contained page: the figures, the reliability diagram of accepted answers and the
     risk–coverage curve of every system."""
@@ -149,5 +186,6 @@ def render_html(report: Mapping[str, Any], *, title: str) -> str:
         "text-align:right}}td:first-child{text-align:left}</style></head><body>"
         f"<h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>"
         f"<h2>Reliability diagram</h2>{reliability}<h2>Risk–coverage</h2>{risk}"
+        f"{_selective_html(report.get('selective'))}"
         f"<h2>By stratum</h2>{strata}</body></html>"
     )

@@ -45,6 +45,9 @@ class EvalPlan:
     """Whether to run the baselines (off: the agent alone)."""
     agent: bool = True
     """Whether to run the agent (off: the baselines alone, e.g. in another process meanwhile)."""
+    calibration: str | None = None
+    """The label of the calibration the agent's policy applies (``shipped``, ``none``,
+    ``uncalibrated`` or a file), written on each of its result lines."""
 
 
 def _finished(path: Path) -> set[str]:
@@ -74,7 +77,11 @@ async def run_eval(
                 graph,
                 pending,
                 results,
-                config=BatchConfig(concurrency=plan.concurrency, breaker_k=None),
+                config=BatchConfig(
+                    concurrency=plan.concurrency,
+                    breaker_k=None,
+                    line_fields={} if plan.calibration is None else {"calibration": plan.calibration},
+                ),
                 on_done=(lambda line: on_done("agent", line)) if on_done else None,
             )
         finally:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+
+from retryctl.evals._problem import WordProblem
 
 __all__ = ["STRATA", "WordProblem", "word_problems"]
 
@@ -43,28 +44,6 @@ _THINGS = (
     ("bottle", "bottles", "crate", "crates"),
     ("shell", "shells", "bucket", "buckets"),
 )
-
-
-@dataclass(frozen=True)
-class WordProblem:
-    """One generated task: what ``retryctl batch`` and ``retryctl eval`` read, plus how it was made."""
-
-    id: str
-    question: str
-    gold: int
-    stratum: str
-    expression: str
-    """The arithmetic that solves it (``7 * 8 - 5``): what a right translation computes."""
-
-    def task(self) -> dict[str, Any]:
-        """The task line (``id``, ``question``, ``gold``, ``stratum``, ``expression``)."""
-        return {
-            "id": self.id,
-            "question": self.question,
-            "gold": self.gold,
-            "stratum": self.stratum,
-            "expression": self.expression,
-        }
 
 
 @dataclass(frozen=True)
@@ -301,8 +280,21 @@ def _value(expression: str) -> int | None:
     return int(value) if float(value).is_integer() and value > 0 else None
 
 
-def word_problems(count: int, *, seed: int = 0, strata: tuple[str, ...] = STRATA) -> Iterator[WordProblem]:
-    """``count`` problems, the strata taking turns, each from a random template, phrasing and words."""
+def word_problems(
+    count: int, *, seed: int = 0, strata: tuple[str, ...] = STRATA, family: str = "dev"
+) -> Iterator[WordProblem]:
+    """``count`` problems, the strata taking turns, each from a random template, phrasing and words.
+
+    ``family="heldout"``: the held-out one-step family instead (:func:`~retryctl.evals.heldout_problems`,
+    never fitted or tuned on; ``strata`` does not apply to it).
+    """
+    if family == "heldout":
+        from retryctl.evals._heldout import heldout_problems
+
+        yield from heldout_problems(count, seed=seed)
+        return
+    if family != "dev":
+        raise ValueError(f"family={family!r}: must be 'dev' or 'heldout'")
     if count < 0:
         raise ValueError(f"count={count!r}: must be at least 0")
     unknown = [s for s in strata if s not in _TEMPLATES]

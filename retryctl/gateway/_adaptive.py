@@ -32,6 +32,7 @@ from retryctl.controller import (
     classify,
 )
 from retryctl.controller._breaker import counts_against
+from retryctl.evals._choice import CalibrationChoice
 from retryctl.gateway._request import AdaptiveOptions
 from retryctl.models import Candidate, ModelBackend, SamplingParams
 from retryctl.models._messages import Message
@@ -70,6 +71,9 @@ class Decided:
     """The upstream's last fault, when the request ended on one."""
     attempts: int = 1
     notes: list[str] = field(default_factory=list)
+    calibration: str | None = None
+    """The label of the calibration the verdicts applied (``shipped``, ``none``, ``uncalibrated``, a
+    file), as the records say."""
 
     def candidate_summary(self) -> list[dict[str, Any]]:
         """Each distinct answer with its votes and its share of the last attempt's samples."""
@@ -98,9 +102,12 @@ async def decide_request(
     clock: Clock,
     breaker: Breaker | None = None,
     log: DecisionLog | None = None,
+    calibration: CalibrationChoice | None = None,
 ) -> Decided:
-    """Sample ``messages`` adaptively under ``options`` until the engine finishes (see the module doc)."""
-    policy = options.controller_policy()
+    """Sample ``messages`` adaptively under ``options`` until the engine finishes (see the module doc);
+    ``calibration`` maps the confidence before the threshold, and its label goes in every record."""
+    policy = options.controller_policy(calibration.calibration if calibration is not None else None)
+    extra = {"calibration": calibration.label} if calibration is not None else None
     engine = AttemptEngine(
         policy=policy,
         backoff=lambda n, after: retry.backoff(n, None) if after is None else after,
@@ -185,6 +192,7 @@ async def decide_request(
                 target=target,
                 candidates_summary=summary,
                 latency_ms=latency_ms,
+                extra=extra,
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
     used = ledger.snapshot().used
@@ -201,6 +209,7 @@ async def decide_request(
         error=tried.error,
         attempts=state.attempt,
         notes=list(out.notes),
+        calibration=calibration.label if calibration is not None else None,
     )
     if log is not None:
         log.record_summary(
@@ -210,6 +219,7 @@ async def decide_request(
             sampling_history=history,
             budget_used=dict(used),
             budget_max={k: v for k, v in options.budget.model_dump().items()},
+            extra=extra,
         )
     return decided
 

@@ -68,6 +68,8 @@ class Gateway:
         self._owns_log = log is None
         self._owns_breaker = breaker is None
         self.log = log if log is not None else (DecisionLog(config.log) if config.log is not None else None)
+        self.calibration = config.calibration_choice()
+        """What adaptive requests map their confidence through (loaded once per worker)."""
         self.in_flight = 0
 
     def _upstream(self) -> Upstream:
@@ -151,6 +153,7 @@ class Gateway:
             clock=time.monotonic,
             breaker=self.breaker,
             log=self.log,
+            calibration=self.calibration,
         )
         if decided.chosen is None:
             raise self._nothing_drawn(decided)
@@ -173,6 +176,7 @@ class Gateway:
             "answer": decided.chosen["answer"],
             "attempts": decided.attempts,
             "run_id": run_id,
+            "calibration": decided.calibration,
         }
         done = completion(
             model=name,
@@ -189,6 +193,7 @@ class Gateway:
             "x-retryctl-confidence": "" if verdict.confidence is None else f"{verdict.confidence:.6f}",
             "x-retryctl-samples-used": str(decided.samples_used),
             "x-retryctl-run-id": run_id,
+            "x-retryctl-calibration": decided.calibration or "",
         }
         return Response(orjson.dumps(done), media_type=_JSON, headers=headers)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from retryctl.controller import Breaker, BreakerConfig, BreakerStore, MemoryBreakerStore
+from retryctl.evals._choice import CalibrationChoice, choose_calibration
+from retryctl.exceptions import ConfigError
 from retryctl.models import RetrySettings
 from retryctl.runtime import SQLiteBreakerStore
 
@@ -49,6 +51,22 @@ class GatewayConfig(BaseModel):
     """Seconds an open breaker refuses requests before it lets a probe through."""
     n_threads: int | None = Field(default=None, ge=1)
     """Threads of the embedded model (default: llama.cpp's choice)."""
+    calibration: str | None = None
+    """What an adaptive request's confidence is mapped through before the threshold: ``shipped`` (the
+    embedded model's, fitted on the demo's word problems), ``none`` (the raw fused confidence) or a
+    file of ``retryctl calibrate``. ``None``: ``shipped`` on the embedded model; on an upstream the
+    raw confidence, labelled ``uncalibrated`` in every record and response."""
+
+    @field_validator("calibration")
+    @classmethod
+    def _readable_calibration(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Checked here, so that a bad file fails `retryctl serve` before it listens, not each request.
+        try:
+            choose_calibration(value, embedded=bool(info.data.get("embedded")))
+        except ConfigError as exc:
+            where = "" if value in ("shipped", "none") else f"{value}: "
+            raise ValueError(f"{where}{exc.problem}") from None
+        return value
 
     @field_validator("upstream")
     @classmethod
@@ -84,6 +102,10 @@ class GatewayConfig(BaseModel):
     def source(self) -> Literal["embedded", "upstream"]:
         """Where the answers come from."""
         return "embedded" if self.embedded else "upstream"
+
+    def calibration_choice(self) -> CalibrationChoice:
+        """The calibration adaptive requests apply, and its label for records and responses."""
+        return choose_calibration(self.calibration, embedded=self.embedded)
 
     def retry_settings(self) -> RetrySettings:
         """Tenacity's settings for one upstream request."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from retryctl.controller import (
     AnswerEquivalence,
     Budget,
+    Calibration,
     EquivalenceLike,
     Policy,
     extract_answer_is,
@@ -64,7 +65,8 @@ class AdaptiveOptions(BaseModel):
     max_samples: int = Field(default=8, ge=1, le=64)
     """Most samples one request draws."""
     threshold: float = Field(default=0.8, ge=0.0, le=1.0)
-    """Fused confidence at or above which the leading answer is accepted."""
+    """Confidence at or above which the leading answer is accepted: the calibrated one where the
+    gateway applies a calibration (``retryctl serve --calibration``), the raw fused one otherwise."""
     answer: Answer = "auto"
     """How a candidate's answer (its vote) is read from its text."""
     budget: Budget = Field(default_factory=Budget)
@@ -78,10 +80,12 @@ class AdaptiveOptions(BaseModel):
             raise ValueError(f"must be >= min_samples ({low})")
         return value
 
-    def controller_policy(self) -> Policy:
-        """The :class:`~retryctl.controller.Policy` of these options (a bad ``policy`` name is a 400)."""
+    def controller_policy(self, calibration: Calibration | None = None) -> Policy:
+        """The :class:`~retryctl.controller.Policy` of these options under the gateway's ``calibration``
+        (a bad ``policy`` name is a 400)."""
         try:
             return Policy(
+                calibration=calibration,
                 stopping=self.policy,
                 min_samples=self.min_samples,
                 max_samples=self.max_samples,

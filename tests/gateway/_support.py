@@ -107,5 +107,6 @@ def serving(
 
 
 def config(**kwargs: Any) -> GatewayConfig:
-    """A config for a gateway built around a scripted upstream (the source is not used then)."""
-    return GatewayConfig(embedded=True, **kwargs)
+    """A config for a gateway built around a scripted upstream (the source is not used then); the
+    scripted model is not the embedded one, so no calibration unless a test asks for one."""
+    return GatewayConfig(embedded=True, **{"calibration": "none", **kwargs})
