@@ -42,6 +42,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_THP_DISABLE = 41
 _SECCOMP_MODE_FILTER = 2
 
 # Landlock filesystem rights by the ABI that introduced them.

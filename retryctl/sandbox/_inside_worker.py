@@ -61,6 +61,7 @@ try:
         PR_SET_DUMPABLE,
         PR_SET_NO_NEW_PRIVS,
         PR_SET_PDEATHSIG,
+        PR_SET_THP_DISABLE,
         drop_capabilities,
         landlock_restrict,
         landlock_scope,
@@ -290,6 +291,7 @@ class Worker:
             if self.cfg["landlock_abi"]:
                 landlock_restrict(self.cfg["landlock_abi"], read_paths=self.cfg["read_paths"],
                                   write_paths=[workdir], device_paths=self.cfg["device_paths"])  # fmt: skip
+            prctl(PR_SET_THP_DISABLE, 1)  # see direct_main: before seccomp, which then locks it
             if self.cfg["seccomp"] is not None:
                 seccomp_install(self.cfg["seccomp"])
             if self.guard is not None and not self.isolated:  # a pid namespace hides the worker

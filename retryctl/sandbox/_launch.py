@@ -18,6 +18,7 @@ from retryctl.sandbox._result import Tier
 
 __all__ = [
     "DEVICE_PATHS",
+    "MASKED_PROC",
     "PYTHON",
     "SANDBOX_ENV",
     "SANDBOX_UID",
@@ -47,6 +48,11 @@ SANDBOX_ENV = {"MALLOC_ARENA_MAX": "2"}
 arena (up to 8 per core): with RLIMIT_AS that would make a few threads look like a memory bomb."""
 DEVICE_PATHS = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
 """Devices a Landlock-confined job may open."""
+MASKED_PROC = ["/proc/locks", "/proc/keys", "/proc/key-users", "/proc/sys/fs/aio-nr",
+               "/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr", "/proc/sys/fs/dentry-state"]  # fmt: skip
+"""Host-wide tables a pid namespace's ``/proc`` still shows (every file lock's device, inode and
+offset; key owners; counters a job can move and another read): bubblewrap binds an empty file over
+each. The Landlock tier has no ``/proc`` at all."""
 
 _HERE = Path(__file__).parent
 # Root can give every job a uid of its own: RLIMIT_NPROC then counts that job only (root itself is
@@ -202,6 +208,7 @@ def bwrap_argv(*, mode: str, work_bytes: int, info_fd: int | None = None) -> lis
         "--hostname", "sandbox",
         *root_layout(),
         "--proc", "/proc",
+        *[arg for path in MASKED_PROC for arg in ("--ro-bind-try", "/dev/null", path)],
         *devices,
         "--size", str(work_bytes), "--tmpfs", "/work",
         "--remount-ro", "/",
