@@ -120,14 +120,20 @@ def _sandbox_init(info_r: int) -> tuple[int, int] | None:
 
 
 def _watch(
-    proc: subprocess.Popen[bytes], init: tuple[int, int] | None, limits: SandboxLimits, outs: list[CappedPipe]
+    proc: subprocess.Popen[bytes],
+    init: tuple[int, int] | None,
+    limits: SandboxLimits,
+    outs: list[CappedPipe],
+    status_r: int,
 ) -> str | None:
     """Wait for bwrap to exit, reading the job's output pipes as they fill; ``"timeout"`` or
     ``"disk_quota"`` if the job must be killed first.
 
     The job's ``/work`` is a tmpfs the job mounted with exactly ``disk_mb`` and ``max_files + 2``
     inodes; every 50 ms the host reads its usage (one ``statvfs`` through ``/proc/<pid 1>/root``,
-    which no directory mode or depth hides) and kills a job that filled its inodes."""
+    which no directory mode or depth hides) and kills a job that filled its inodes. Only once the
+    job reported its set-up done (``status_r`` readable): before bwrap's ``pivot_root`` that path
+    is the host's own ``/work``, if it has one."""
     deadline = time.monotonic() + limits.timeout_s
     wire = limits.as_wire()
     work = f"/proc/{init[0]}/root/work" if init is not None else None
@@ -140,9 +146,10 @@ def _watch(
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
         by_fd = {out.fd: out for out in outs}
-        for fd in by_fd:
+        for fd in (*by_fd, status_r):
             poller.register(fd, select.POLLIN)
         checked = time.monotonic()
+        set_up = False
         while True:
             now = time.monotonic()
             left = deadline - now
@@ -152,6 +159,9 @@ def _watch(
             for fd, _ in poller.poll(min(left, _WATCH_S) * 1000):
                 if fd == pidfd:
                     exited = True
+                elif fd == status_r:
+                    set_up = True
+                    poller.unregister(fd)
                 elif not by_fd[fd].pump():
                     poller.unregister(fd)
             if exited:
@@ -159,7 +169,7 @@ def _watch(
                 return None
             if now - checked >= _WATCH_S:
                 checked = now
-                if work and tmpfs_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
+                if set_up and work and tmpfs_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
                     return "disk_quota"
     finally:
         os.close(pidfd)
@@ -230,7 +240,7 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
             proc.stdin.write(inside_program("direct")[1] + struct.pack(">I", len(spec)) + spec)
             proc.stdin.close()
         init = _sandbox_init(info_r)
-        killed_by = _watch(proc, init, limits, outs)
+        killed_by = _watch(proc, init, limits, outs, status_r)
         if killed_by is not None:
             _kill_init(init)
             os.killpg(proc.pid, signal.SIGKILL)
