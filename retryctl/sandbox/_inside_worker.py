@@ -221,7 +221,8 @@ class Worker:
             posix.close(job_pipe)
             job_pipe = -1
             cap, limit = limits["max_output_bytes"], limits["max_file_bytes"]
-            killed_by, status = self._wait(pid, started + limits["timeout_s"], workdir, outs, cap, limit)
+            killed_by, status = self._wait(pid, started + limits["timeout_s"], workdir, outs=outs, cap=cap,
+                                           limit=limit)  # fmt: skip
             if self.isolated and killed_by is None:  # the init relays the job's own status
                 relayed = posix.read(status_pipe, 4)
                 if len(relayed) == 4:
@@ -320,7 +321,7 @@ class Worker:
             posix._exit(1)
         posix._exit(exec_user_code(job["code"], workdir, set_env=True))
 
-    def _wait(self, pid: int, deadline: float, workdir: str, outs: list, cap: int, limit: int) -> tuple:  # type: ignore[type-arg]
+    def _wait(self, pid: int, deadline: float, workdir: str, *, outs: list, cap: int, limit: int) -> tuple:  # type: ignore[type-arg]
         """Wait for the job (its init, when isolated) to exit, moving its output as it comes; kill it
         at the deadline or past its file-count quota. Returns ``(killed_by, wait status)``."""
         cfg = self.cfg
@@ -386,10 +387,10 @@ class _Output:
         if self.kept < cap:
             moved = posix.splice(self.fd, self.file, cap - self.kept, flags=_SPLICE_F_NONBLOCK)
             self.kept += moved
-            return moved  # type: ignore[no-any-return]
+            return moved
         if _Output.sink < 0:
             _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
-        return posix.splice(self.fd, _Output.sink, 1 << 20, flags=_SPLICE_F_NONBLOCK)  # type: ignore[no-any-return]
+        return posix.splice(self.fd, _Output.sink, 1 << 20, flags=_SPLICE_F_NONBLOCK)
 
     def pump(self, cap: int, limit: int) -> bool:
         """Move what is there now; False once the pipe is closed (EOF, or past ``limit``)."""
