@@ -11,8 +11,10 @@ Two programs:
   worker): refuses ``socket()`` (no network, not even loopback), namespace and mount syscalls, ptrace and
   cross-process memory access, kernel-facing calls (bpf, perf, io_uring, keyrings, modules), terminal
   injection, IPC, memfds, naming or addressing a socket (``bind``, ``connect``, addressed sends) and
-  clearing the death signal (``PR_SET_PDEATHSIG``). It never blocks ``execve``: a job may run
-  ``/usr/bin/*`` programs.
+  clearing the death signal (``PR_SET_PDEATHSIG``) or switching transparent huge pages back on,
+  ``vmsplice`` and hugetlb mappings (memory a pipe would pin unaccounted), aio (a host-wide table),
+  leases, ``F_NOTIFY`` and ``F_SETOWN``/``F_SETSIG``; it turns every file lock into a no-op (the
+  lock table is the host's). It never blocks ``execve``: a job may run ``/usr/bin/*`` programs.
 * :func:`guard_filter`: a template stacked per job that refuses signals (and pidfds) aimed at the worker
   that forked the job, or at every process (``kill(-1)``); the worker writes its own pid at
   :attr:`GuardTemplate.pid_offsets` because only it knows its pid inside its pid namespace.
@@ -54,9 +56,11 @@ _PR_SET_THP_DISABLE = 41
 _MAP_HUGETLB = 0x40000
 _MADV_HUGEPAGE, _MADV_COLLAPSE = 14, 25
 # fcntl commands that take or test a record lock (F_GETLK, F_SETLK, F_SETLKW, F_OFD_*): turned into
-# no-ops. Leases and directory notification (F_SETLEASE, F_GETLEASE, F_NOTIFY): refused.
+# no-ops. Refused: leases and directory notification (F_SETLEASE, F_GETLEASE, F_NOTIFY), and naming
+# a process the kernel signals for the job when its fd becomes ready (F_SETOWN, F_SETSIG,
+# F_SETOWN_EX): the reader of the job's stdout pipe would trigger it.
 _LOCK_CMDS = (5, 6, 7, 36, 37, 38)
-_LEASE_CMDS = (1024, 1025, 1026)
+_LEASE_CMDS = (1024, 1025, 1026, 8, 10, 15)
 _NOOP = 0x00050000  # SECCOMP_RET_ERRNO with errno 0: the call returns 0 and the kernel does nothing
 _SIOC_FIRST, _SIOC_END = 0x8900, 0x8A00  # SIOCGIFCONF, SIOCGIFADDR...: network devices' config
 

@@ -100,6 +100,26 @@ class TestOutputIsNoHostFile:
         assert res.stdout.startswith("out after O_DIRECT\n"), res
         assert res.stderr == "err after O_DIRECT\n", res
 
+    def test_no_process_is_signalled_when_the_caller_reads_the_output(self, run: Runner):
+        res = run(
+            code("""
+            import fcntl, os, signal
+            got = {}
+            fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_ASYNC)
+            for name, cmd, arg in (("owner", fcntl.F_SETOWN, os.getppid()),
+                                   ("owner_group", fcntl.F_SETOWN, -os.getpgrp()),
+                                   ("signal", fcntl.F_SETSIG, int(signal.SIGKILL))):
+                try:
+                    fcntl.fcntl(1, cmd, arg)
+                    got[name] = "set"
+                except OSError as exc:
+                    got[name] = exc.strerror
+            print(got)
+            """)
+        )
+        got = report(res)
+        assert "set" not in got.values(), got
+
     def test_a_flood_stops_at_the_file_size_limit_and_is_flagged(self, run: Runner):
         res = run(
             code("""
