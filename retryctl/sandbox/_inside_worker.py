@@ -354,11 +354,18 @@ class Worker:
                 if left <= 0:
                     killed_by = "timeout"
                 elif over(workdir, cfg["disk_bytes"], cfg["max_files"]):
+                    # A job that ended on its own in the meantime is not killed (its output woke
+                    # this loop, its exit did not yet): what it left is freed with its tmpfs.
+                    if any(fd == pidfd for fd, _ in poller.poll(0)):
+                        return None, posix.waitpid(pid, 0)[1]
                     killed_by = "disk_quota"
                 else:
                     continue
                 _signal_all(self.scoped, pid)
-                return killed_by, posix.waitpid(pid, 0)[1]
+                status = posix.waitpid(pid, 0)[1]
+                if posix.WIFEXITED(status):  # it ended on its own before the signal landed
+                    return None, status
+                return killed_by, status
         finally:
             posix.close(pidfd)
 

@@ -170,6 +170,9 @@ def _watch(
             if now - checked >= _WATCH_S:
                 checked = now
                 if set_up and work and tmpfs_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
+                    if any(fd == pidfd for fd, _ in poller.poll(0)):  # it ended on its own meanwhile
+                        proc.wait()
+                        return None
                     return "disk_quota"
     finally:
         os.close(pidfd)
