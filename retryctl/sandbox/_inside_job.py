@@ -27,6 +27,7 @@ try:  # noqa: SIM105
     from retryctl.sandbox._inside_os import (
         CLONE_NEWNS,
         PR_SET_NO_NEW_PRIVS,
+        PR_SET_THP_DISABLE,
         drop_capabilities,
         mount_tmpfs,
         own_user_namespace,
@@ -199,6 +200,9 @@ def direct_main() -> None:
         posix.dup2(devnull, 0)
         posix.close(devnull)
         set_limits(limits, 1)
+        # No transparent huge pages: one 4 KiB reference (a pipe's, a socket's) would pin 2 MiB that
+        # RLIMIT_AS no longer counts once unmapped. Kept across fork and exec; seccomp locks it.
+        prctl(PR_SET_THP_DISABLE, 1)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         seccomp_install(spec["seccomp"])
     except BaseException as exc:

@@ -42,6 +42,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_THP_DISABLE = 41
 _SECCOMP_MODE_FILTER = 2
 
 # Landlock filesystem rights by the ABI that introduced them.
@@ -199,7 +200,8 @@ def read_only_devices(paths: list[str]) -> None:
 def mount_tmpfs(path: str, size: int, inodes: int) -> None:
     """Mount a tmpfs of ``size`` bytes and at most ``inodes`` inodes over ``path`` (in a mount
     namespace of our own): the kernel enforces both, whatever the job does to its tree."""
-    options = f"size={size},nr_inodes={inodes},mode=700".encode()
+    # huge=never: a 4 KiB splice of a file page into a pipe must not pin a 2 MiB one.
+    options = f"size={size},nr_inodes={inodes},mode=700,huge=never".encode()
     _check(
         _mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options),
         f"mount(tmpfs on {path})",

@@ -61,6 +61,7 @@ try:
         PR_SET_DUMPABLE,
         PR_SET_NO_NEW_PRIVS,
         PR_SET_PDEATHSIG,
+        PR_SET_THP_DISABLE,
         drop_capabilities,
         landlock_restrict,
         landlock_scope,
@@ -178,8 +179,12 @@ class Worker:
             unmount(self.root)
             self.mounted = False
         flags = posix.O_RDWR | posix.O_TMPFILE | posix.O_CLOEXEC
-        # Fresh nameless output files per job: nothing to chmod, fill or read by path.
-        outs = [posix.open(self.root + "/out", flags, 0o600) for _ in range(2)]
+        # The job writes its stdout and stderr into pipes; the worker moves what it keeps into fresh
+        # nameless files of its own (see _Output): no file the job can grow, map or re-flag.
+        pipes = [posix.pipe() for _ in range(2)]
+        outs = [_Output(r, posix.open(self.root + "/out", flags, 0o600)) for r, _ in pipes]
+        ends = [w for _, w in pipes]
+        theirs = [fd for out in outs for fd in (out.fd, out.file)]
         job_r, job_w = posix.pipe()
         status_r, status_w = posix.pipe()
         if self.isolated:
@@ -189,18 +194,18 @@ class Worker:
             self.mounted = True
             pid = spawn_in_pid_namespace(self.cfg["clone_nr"])
             if pid == 0:
-                for fd in (job_w, status_r, self.lifeline[1]):
+                for fd in (job_w, status_r, self.lifeline[1], *theirs):
                     posix.close(fd)
-                self._init(workdir, job_r, status_w, outs)
+                self._init(workdir, job_r, status_w, ends)
         else:
             workdir = f"{self.root}/jobs/{self.jobs}"
             posix.mkdir(workdir, 0o700)
             pid = posix.fork()
             if pid == 0:
-                posix.close(job_w)
-                posix.close(status_r)
-                self._job(workdir, job_r, outs)
-        for fd in (job_r, status_w):
+                for fd in (job_w, status_r, *theirs):
+                    posix.close(fd)
+                self._job(workdir, job_r, ends)
+        for fd in (job_r, status_w, *ends):
             posix.close(fd)
         self.next = (pid, workdir, job_w, status_r, outs)
 
@@ -215,24 +220,27 @@ class Worker:
             _forward_frame(job_pipe)
             posix.close(job_pipe)
             job_pipe = -1
-            killed_by, status = self._wait(pid, started + limits["timeout_s"], workdir)
+            cap, limit = limits["max_output_bytes"], limits["max_file_bytes"]
+            killed_by, status = self._wait(pid, started + limits["timeout_s"], workdir, outs=outs, cap=cap,
+                                           limit=limit)  # fmt: skip
             if self.isolated and killed_by is None:  # the init relays the job's own status
                 relayed = posix.read(status_pipe, 4)
                 if len(relayed) == 4:
                     status = int.from_bytes(relayed, "big")
             exit_code = posix.waitstatus_to_exitcode(status)
             _kill_all(self.scoped, pid)
-            sizes = [posix.fstat(fd).st_size for fd in outs]
-            cap = limits["max_output_bytes"]
-            lengths = [min(size, cap) for size in sizes]
-            _write_all(1, struct.pack(ANSWER, KIND_JOB, exit_code, KILLED_BY[killed_by], sizes[0],
-                                      sizes[1], lengths[0], lengths[1]))  # fmt: skip
-            for fd, length in zip(outs, lengths, strict=True):
-                _send_file(fd, length)
+            for out in outs:  # no writer is left: what is still in the pipes
+                out.finish(cap, limit)
+            _write_all(1, struct.pack(ANSWER, KIND_JOB, exit_code, KILLED_BY[killed_by], outs[0].size,
+                                      outs[1].size, outs[0].kept, outs[1].kept))  # fmt: skip
+            for out in outs:
+                _send_file(out.file, out.kept)
         finally:
-            for fd in (job_pipe, status_pipe, *outs):
+            for fd in (job_pipe, status_pipe):
                 if fd >= 0:
                     posix.close(fd)
+            for out in outs:
+                out.close()
             _kill_all(self.scoped, pid)
             if not self.isolated:
                 remove_tree(workdir)
@@ -290,6 +298,7 @@ class Worker:
             if self.cfg["landlock_abi"]:
                 landlock_restrict(self.cfg["landlock_abi"], read_paths=self.cfg["read_paths"],
                                   write_paths=[workdir], device_paths=self.cfg["device_paths"])  # fmt: skip
+            prctl(PR_SET_THP_DISABLE, 1)  # see direct_main: before seccomp, which then locks it
             if self.cfg["seccomp"] is not None:
                 seccomp_install(self.cfg["seccomp"])
             if self.guard is not None and not self.isolated:  # a pid namespace hides the worker
@@ -312,9 +321,9 @@ class Worker:
             posix._exit(1)
         posix._exit(exec_user_code(job["code"], workdir, set_env=True))
 
-    def _wait(self, pid: int, deadline: float, workdir: str) -> tuple:  # type: ignore[type-arg]
-        """Wait for the job (its init, when isolated) to exit; kill it at the deadline or past its
-        file-count quota. Returns ``(killed_by, wait status)``."""
+    def _wait(self, pid: int, deadline: float, workdir: str, *, outs: list, cap: int, limit: int) -> tuple:  # type: ignore[type-arg]
+        """Wait for the job (its init, when isolated) to exit, moving its output as it comes; kill it
+        at the deadline or past its file-count quota. Returns ``(killed_by, wait status)``."""
         cfg = self.cfg
         # The job's tmpfs is measured with one statvfs; without one, the directory is walked.
         over = tmpfs_over if self.isolated else usage_over
@@ -322,21 +331,113 @@ class Worker:
         try:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
+            by_fd = {out.fd: out for out in outs}
+            for fd in by_fd:
+                poller.register(fd, select.POLLIN)
+            checked = time.monotonic()
             while True:
-                left = deadline - time.monotonic()
-                wait_s = min(left, _WATCH_S)
+                now = time.monotonic()
+                left = deadline - now
                 killed_by = None
-                if left <= 0 or not poller.poll(max(wait_s, 0) * 1000):
-                    if left <= 0:
-                        killed_by = "timeout"
-                    elif over(workdir, cfg["disk_bytes"], cfg["max_files"]):
-                        killed_by = "disk_quota"
-                    else:
+                exited = False
+                if left > 0:
+                    for fd, _ in poller.poll(min(left, _WATCH_S) * 1000):
+                        if fd == pidfd:
+                            exited = True
+                        elif not by_fd[fd].pump(cap, limit):
+                            poller.unregister(fd)
+                    if exited:
+                        return None, posix.waitpid(pid, 0)[1]
+                    if now - checked < _WATCH_S:
                         continue
-                    _signal_all(self.scoped, pid)
-                return killed_by, posix.waitpid(pid, 0)[1]
+                    checked = now
+                if left <= 0:
+                    killed_by = "timeout"
+                elif over(workdir, cfg["disk_bytes"], cfg["max_files"]):
+                    # A job that ended on its own in the meantime is not killed (its output woke
+                    # this loop, its exit did not yet): what it left is freed with its tmpfs.
+                    if any(fd == pidfd for fd, _ in poller.poll(0)):
+                        return None, posix.waitpid(pid, 0)[1]
+                    killed_by = "disk_quota"
+                else:
+                    continue
+                _signal_all(self.scoped, pid)
+                status = posix.waitpid(pid, 0)[1]
+                if posix.WIFEXITED(status):  # it ended on its own before the signal landed
+                    return None, status
+                return killed_by, status
         finally:
             posix.close(pidfd)
+
+
+_SPLICE_F_NONBLOCK = 2
+
+
+class _Output:
+    """One of a job's output pipes, as the worker drains it: the first ``cap`` bytes go into
+    ``file`` (a nameless file only the worker holds), the rest into ``/dev/null``, all inside the
+    kernel (``splice``: no job's output in the worker's memory, where a later job's fork would find
+    it); past ``limit`` bytes the pipe is closed and the job's next write fails with ``EPIPE``."""
+
+    sink = -1
+    """``/dev/null``, opened once per worker."""
+
+    def __init__(self, fd: int, file: int) -> None:
+        posix.set_blocking(fd, False)
+        self.fd = fd
+        self.file = file
+        self.kept = 0
+        self.size = 0
+
+    def _move(self, cap: int) -> int:
+        """Bytes moved out of the pipe now; 0 at EOF; raises ``BlockingIOError`` when it is empty."""
+        if self.kept < cap:
+            moved = posix.splice(self.fd, self.file, cap - self.kept, flags=_SPLICE_F_NONBLOCK)
+            self.kept += moved
+            return moved
+        if _Output.sink < 0:
+            _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
+        return posix.splice(self.fd, _Output.sink, 1 << 20, flags=_SPLICE_F_NONBLOCK)
+
+    def pump(self, cap: int, limit: int) -> bool:
+        """Move what is there now; False once the pipe is closed (EOF, or past ``limit``)."""
+        if self.fd < 0:
+            return False
+        try:
+            moved = self._move(cap)
+        except BlockingIOError:
+            return True
+        except OSError:  # a full out file cannot happen (it is sized); stop reading if anything does
+            moved = 0
+        self.size += moved
+        if not moved or self.size > limit:
+            self._close_pipe()
+            return False
+        return True
+
+    def finish(self, cap: int, limit: int) -> None:
+        """Move what is left once no writer runs any more, then close the pipe."""
+        while self.fd >= 0:
+            try:
+                moved = self._move(cap)
+            except OSError:  # BlockingIOError: a writer is still alive; what it writes is not read
+                break
+            self.size += moved
+            if not moved or self.size > limit:
+                break
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self.fd >= 0:
+            posix.close(self.fd)
+            self.fd = -1
+
+    def close(self) -> None:
+        """Close the pipe and the file."""
+        self._close_pipe()
+        if self.file >= 0:
+            posix.close(self.file)
+            self.file = -1
 
 
 def _forward_frame(job_pipe: int) -> None:

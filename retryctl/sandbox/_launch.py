@@ -18,6 +18,7 @@ from retryctl.sandbox._result import Tier
 
 __all__ = [
     "DEVICE_PATHS",
+    "MASKED_PROC",
     "PYTHON",
     "SANDBOX_ENV",
     "SANDBOX_UID",
@@ -47,6 +48,12 @@ SANDBOX_ENV = {"MALLOC_ARENA_MAX": "2"}
 arena (up to 8 per core): with RLIMIT_AS that would make a few threads look like a memory bomb."""
 DEVICE_PATHS = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
 """Devices a Landlock-confined job may open."""
+MASKED_PROC = ["/proc/locks", "/proc/keys", "/proc/key-users"]
+"""Host-wide tables a pid namespace's ``/proc`` still shows (every file lock's device, inode and
+offset; the caller's keys' descriptions; every uid's key counts): bubblewrap binds ``/dev/null``
+over each (on its ``nodev`` bind, opening it fails). Each costs a bind and a remount (~0.1 ms) on
+the cold path, so shared counters (``/proc/sys/fs/file-nr``) are left, with ``/proc/meminfo``, as
+contention channels. The Landlock tier has no ``/proc`` at all."""
 
 _HERE = Path(__file__).parent
 # Root can give every job a uid of its own: RLIMIT_NPROC then counts that job only (root itself is
@@ -202,6 +209,7 @@ def bwrap_argv(*, mode: str, work_bytes: int, info_fd: int | None = None) -> lis
         "--hostname", "sandbox",
         *root_layout(),
         "--proc", "/proc",
+        *[arg for path in MASKED_PROC for arg in ("--ro-bind-try", "/dev/null", path)],
         *devices,
         "--size", str(work_bytes), "--tmpfs", "/work",
         "--remount-ro", "/",

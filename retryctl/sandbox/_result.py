@@ -35,8 +35,9 @@ class SandboxLimits(BaseModel):
     max_output_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 28)
     """How much of stdout and of stderr (each) is returned; the rest is dropped and flagged."""
     max_file_mb: int = Field(default=16, ge=1, le=4096)
-    """Largest file a job may write (``RLIMIT_FSIZE``), stdout and stderr included: writing past it
-    kills the writer with ``SIGXFSZ``."""
+    """Largest file a job may write (``RLIMIT_FSIZE``: writing past it raises ``SIGXFSZ``, which
+    Python ignores, so the write fails with ``EFBIG``), and most stdout and stderr (each) a job may
+    write: past it the output pipe is closed and the next write fails with ``EPIPE``."""
     disk_mb: int = Field(default=64, ge=1, le=65536)
     """Total disk the job's work dir may use: the size of a tmpfs of its own (the kernel refuses the
     next byte with ``ENOSPC``, unlinked and unreadable files included)."""

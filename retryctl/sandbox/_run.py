@@ -10,11 +10,11 @@ import select
 import signal
 import struct
 import subprocess
-import tempfile
 import time
 from typing import Any
 
 from retryctl.exceptions import ConfigError
+from retryctl.sandbox._drain import CappedPipe
 from retryctl.sandbox._errors import SandboxError, SandboxUnavailable
 from retryctl.sandbox._inside_worker import tmpfs_over
 from retryctl.sandbox._job import (
@@ -119,12 +119,21 @@ def _sandbox_init(info_r: int) -> tuple[int, int] | None:
         return None
 
 
-def _watch(proc: subprocess.Popen[bytes], init: tuple[int, int] | None, limits: SandboxLimits) -> str | None:
-    """Wait for bwrap to exit; ``"timeout"`` or ``"disk_quota"`` if the job must be killed first.
+def _watch(
+    proc: subprocess.Popen[bytes],
+    init: tuple[int, int] | None,
+    limits: SandboxLimits,
+    outs: list[CappedPipe],
+    status_r: int,
+) -> str | None:
+    """Wait for bwrap to exit, reading the job's output pipes as they fill; ``"timeout"`` or
+    ``"disk_quota"`` if the job must be killed first.
 
     The job's ``/work`` is a tmpfs the job mounted with exactly ``disk_mb`` and ``max_files + 2``
     inodes; every 50 ms the host reads its usage (one ``statvfs`` through ``/proc/<pid 1>/root``,
-    which no directory mode or depth hides) and kills a job that filled its inodes."""
+    which no directory mode or depth hides) and kills a job that filled its inodes. Only once the
+    job reported its set-up done (``status_r`` readable): before bwrap's ``pivot_root`` that path
+    is the host's own ``/work``, if it has one."""
     deadline = time.monotonic() + limits.timeout_s
     wire = limits.as_wire()
     work = f"/proc/{init[0]}/root/work" if init is not None else None
@@ -136,15 +145,35 @@ def _watch(proc: subprocess.Popen[bytes], init: tuple[int, int] | None, limits: 
     try:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
+        by_fd = {out.fd: out for out in outs}
+        for fd in (*by_fd, status_r):
+            poller.register(fd, select.POLLIN)
+        checked = time.monotonic()
+        set_up = False
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return "timeout"
-            if poller.poll(min(left, _WATCH_S) * 1000):
+            exited = False
+            for fd, _ in poller.poll(min(left, _WATCH_S) * 1000):
+                if fd == pidfd:
+                    exited = True
+                elif fd == status_r:
+                    set_up = True
+                    poller.unregister(fd)
+                elif not by_fd[fd].pump():
+                    poller.unregister(fd)
+            if exited:
                 proc.wait()
                 return None
-            if work and tmpfs_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
-                return "disk_quota"
+            if now - checked >= _WATCH_S:
+                checked = now
+                if set_up and work and tmpfs_over(work, int(wire["disk_bytes"]), int(wire["max_files"])):
+                    if any(fd == pidfd for fd, _ in poller.poll(0)):  # it ended on its own meanwhile
+                        proc.wait()
+                        return None
+                    return "disk_quota"
     finally:
         os.close(pidfd)
 
@@ -194,42 +223,48 @@ def _run_direct(code: str, files: dict[str, bytes], limits: SandboxLimits) -> di
         4,
     )
     killed_by = None
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    # The job's stdout and stderr are pipes read here as they fill (see _drain): nothing of the
+    # caller's, and no file on the host's disk, is ever the job's to write, grow or re-flag.
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    keep, limit = limits.max_output_bytes, int(wire["max_file_bytes"])
+    outs = [CappedPipe(out_r, keep=keep, limit=limit), CappedPipe(err_r, keep=keep, limit=limit)]
+    try:
         try:
-            try:
-                proc = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env={}, cwd="/",
-                    pass_fds=(status_w, info_w), start_new_session=True, **ids,
-                )  # fmt: skip
-            finally:
-                for fd in (status_w, info_w):
-                    os.close(fd)
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):  # bwrap failed early: its stderr says why
-                proc.stdin.write(inside_program("direct")[1] + struct.pack(">I", len(spec)) + spec)
-                proc.stdin.close()
-            init = _sandbox_init(info_r)
-            killed_by = _watch(proc, init, limits)
-            if killed_by is not None:
-                _kill_init(init)
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            _wait_namespace_gone(init)
-            status = os.read(status_r, _STATUS_MAX)
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=out_w, stderr=err_w, env={}, cwd="/",
+                pass_fds=(status_w, info_w), start_new_session=True, **ids,
+            )  # fmt: skip
         finally:
-            os.close(status_r)
-            os.close(info_r)
-            release_uid(uid)
-        if killed_by is None and not status.startswith(b"S"):
-            err.seek(0)
-            why = status[1:] or err.read(2000)
-            raise SandboxError(tier="bubblewrap", problem=why.decode(errors="replace").strip())
-        cap = limits.max_output_bytes
-        result: dict[str, Any] = {"killed_by": killed_by}
-        for name, fh in (("stdout", out), ("stderr", err)):
-            fh.seek(0)
-            result[name] = fh.read(cap)
-            result[f"{name}_size"] = os.fstat(fh.fileno()).st_size
+            for fd in (status_w, info_w, out_w, err_w):
+                os.close(fd)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # bwrap failed early: its stderr says why
+            proc.stdin.write(inside_program("direct")[1] + struct.pack(">I", len(spec)) + spec)
+            proc.stdin.close()
+        init = _sandbox_init(info_r)
+        killed_by = _watch(proc, init, limits, outs, status_r)
+        if killed_by is not None:
+            _kill_init(init)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        _wait_namespace_gone(init)
+        for out in outs:  # every writer is gone with the namespace: what is left in the pipes
+            out.finish()
+        status = os.read(status_r, _STATUS_MAX)
+    finally:
+        for out in outs:
+            out.close()
+        os.close(status_r)
+        os.close(info_r)
+        release_uid(uid)
+    if killed_by is None and not status.startswith(b"S"):
+        why = status[1:] or bytes(outs[1].kept[:2000])
+        raise SandboxError(tier="bubblewrap", problem=why.decode(errors="replace").strip())
+    result: dict[str, Any] = {"killed_by": killed_by}
+    for name, out in (("stdout", outs[0]), ("stderr", outs[1])):
+        result[name] = bytes(out.kept)
+        result[f"{name}_size"] = out.size
     code_ = proc.returncode
     # bwrap reports a child killed by signal N as 128+N; the worker tiers report -N.
     if killed_by is not None:

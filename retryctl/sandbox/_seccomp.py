@@ -11,8 +11,10 @@ Two programs:
   worker): refuses ``socket()`` (no network, not even loopback), namespace and mount syscalls, ptrace and
   cross-process memory access, kernel-facing calls (bpf, perf, io_uring, keyrings, modules), terminal
   injection, IPC, memfds, naming or addressing a socket (``bind``, ``connect``, addressed sends) and
-  clearing the death signal (``PR_SET_PDEATHSIG``). It never blocks ``execve``: a job may run
-  ``/usr/bin/*`` programs.
+  clearing the death signal (``PR_SET_PDEATHSIG``) or switching transparent huge pages back on,
+  ``vmsplice`` and hugetlb mappings (memory a pipe would pin unaccounted), aio (a host-wide table),
+  leases, ``F_NOTIFY`` and ``F_SETOWN``/``F_SETSIG``; it turns every file lock into a no-op (the
+  lock table is the host's). It never blocks ``execve``: a job may run ``/usr/bin/*`` programs.
 * :func:`guard_filter`: a template stacked per job that refuses signals (and pidfds) aimed at the worker
   that forked the job, or at every process (``kill(-1)``); the worker writes its own pid at
   :attr:`GuardTemplate.pid_offsets` because only it knows its pid inside its pid namespace.
@@ -50,6 +52,16 @@ def _arg_lo(index: int) -> int:
 _CLONE_NEW_MASK = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
 _PR_SET_PDEATHSIG = 1
+_PR_SET_THP_DISABLE = 41
+_MAP_HUGETLB = 0x40000
+_MADV_HUGEPAGE, _MADV_COLLAPSE = 14, 25
+# fcntl commands that take or test a record lock (F_GETLK, F_SETLK, F_SETLKW, F_OFD_*): turned into
+# no-ops. Refused: leases and directory notification (F_SETLEASE, F_GETLEASE, F_NOTIFY), and naming
+# a process the kernel signals for the job when its fd becomes ready (F_SETOWN, F_SETSIG,
+# F_SETOWN_EX): the reader of the job's stdout pipe would trigger it.
+_LOCK_CMDS = (5, 6, 7, 36, 37, 38)
+_LEASE_CMDS = (1024, 1025, 1026, 8, 10, 15)
+_NOOP = 0x00050000  # SECCOMP_RET_ERRNO with errno 0: the call returns 0 and the kernel does nothing
 _SIOC_FIRST, _SIOC_END = 0x8900, 0x8A00  # SIOCGIFCONF, SIOCGIFADDR...: network devices' config
 
 # Syscall numbers per architecture (x86_64 from arch/x86/entry/syscalls; aarch64 is asm-generic).
@@ -78,7 +90,9 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300,
             "fanotify_mark": 301, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
             "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
-            "removexattrat": 466,
+            "removexattrat": 466, "vmsplice": 278, "io_setup": 206, "io_destroy": 207,
+            "io_getevents": 208, "io_submit": 209, "io_cancel": 210, "io_pgetevents": 333,
+            "flock": 73, "fcntl": 72, "mmap": 9, "madvise": 28,
         },
     ),
     "aarch64": (
@@ -106,6 +120,9 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_init": 262,
             "fanotify_mark": 263, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
             "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
+            "vmsplice": 75, "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3,
+            "io_getevents": 4, "io_pgetevents": 292, "flock": 32, "fcntl": 25, "mmap": 222,
+            "madvise": 233,
         },
     ),
 }  # fmt: skip
@@ -137,6 +154,10 @@ _DENIED = (
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
     "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
     "setxattrat", "removexattrat",
+    # Memory a job could hold that no limit of its own counts: vmsplice pins the user pages it
+    # hands a pipe (a 4 KiB splice of a huge page pins all 2 MiB). And kernel objects from one
+    # system-wide table (fs.aio-max-nr): a job holding them all starves the host's aio.
+    "vmsplice", "io_setup", "io_destroy", "io_getevents", "io_submit", "io_cancel", "io_pgetevents",
 )  # fmt: skip
 _SIGNALLING = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 
@@ -193,11 +214,32 @@ def base_filter() -> bytes:
     )  # fmt: skip
     # A job's death signal ties it to whoever started it (bwrap's --die-with-parent, a pool job's
     # init): a job that cleared it could outlive a caller that is killed.
+    # Transparent huge pages are switched off for the job (PR_SET_THP_DISABLE before it runs, kept
+    # across fork and exec): it may not switch them back on.
     prog += _on_syscall(
         nrs["prctl"],
-        [_ins(_LD_W_ABS, _arg_lo(0)), _ins(_JEQ_K, _PR_SET_PDEATHSIG, 0, 1), eperm,
+        [_ins(_LD_W_ABS, _arg_lo(0)), _ins(_JEQ_K, _PR_SET_PDEATHSIG, 1, 0),
+         _ins(_JEQ_K, _PR_SET_THP_DISABLE, 0, 1), eperm, _ins(_RET_K, _RET_ALLOW)],
+    )  # fmt: skip
+    # Huge pages from the hugetlb pool are memory no rlimit of the job's counts; asking for
+    # transparent ones is a no-op (they are off), as on a host where THP is "never".
+    prog += _on_syscall(
+        nrs["mmap"],
+        [_ins(_LD_W_ABS, _arg_lo(3)), _ins(_JSET_K, _MAP_HUGETLB, 0, 1), eperm,
          _ins(_RET_K, _RET_ALLOW)],
     )  # fmt: skip
+    prog += _on_syscall(
+        nrs["madvise"],
+        [_ins(_LD_W_ABS, _arg_lo(2)), _ins(_JEQ_K, _MADV_HUGEPAGE, 1, 0),
+         _ins(_JEQ_K, _MADV_COLLAPSE, 0, 1), _ins(_RET_K, _NOOP), _ins(_RET_K, _RET_ALLOW)],
+    )  # fmt: skip
+    # File locks: the kernel's lock table is one for the whole host, and a job can open host files
+    # (the interpreter, /dev/null) that host processes and other jobs lock too, so a lock would
+    # block them or carry bits between jobs (F_GETLK reads another's lock). seccomp cannot see
+    # which file an fd is, so every lock call succeeds without taking a lock: single-process users
+    # (sqlite3 in the work dir) work; processes of one job cannot exclude each other by locks.
+    prog += _on_syscall(nrs["flock"], [_ins(_RET_K, _NOOP)])
+    prog += _on_syscall(nrs["fcntl"], _fcntl_body(eperm))
     # Terminal injection, and the socket ioctls that list the host's interfaces and addresses.
     prog += _on_syscall(
         nrs["ioctl"],
@@ -216,6 +258,20 @@ def base_filter() -> bytes:
             prog += _on_syscall(nrs[name], [eperm])
     prog.append(_ins(_RET_K, _RET_ALLOW))
     return b"".join(prog)
+
+
+def _fcntl_body(eperm: bytes) -> list[bytes]:
+    """``fcntl``: lock commands return 0 untouched, lease and notify commands EPERM, others run."""
+    cmds = _LOCK_CMDS + _LEASE_CMDS
+    body = [_ins(_LD_W_ABS, _arg_lo(1))]
+    for i, cmd in enumerate(cmds):
+        left = len(cmds) - 1 - i  # JEQs after this one
+        if cmd in _LOCK_CMDS:
+            body.append(_ins(_JEQ_K, cmd, left + 2, 0))  # -> the no-op return
+        else:
+            body.append(_ins(_JEQ_K, cmd, left + 1, 0))  # -> eperm
+    body += [_ins(_RET_K, _RET_ALLOW), eperm, _ins(_RET_K, _NOOP)]
+    return body
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -157,8 +157,9 @@ class WorkerProcess:
         as_uid, ids = uid_switch(self.uid)
         if self.tier is Tier.BUBBLEWRAP:
             root, cwd = "/work", "/"
-            # The worker's /work holds the jobs' output files (and, without namespaces, their dirs).
-            out = 2 * int(self.limits.as_wire()["max_file_bytes"]) + (1 << 20)
+            # The worker's /work holds the jobs' output files, each at most max_output_bytes (and,
+            # without namespaces, the jobs' dirs).
+            out = 2 * self.limits.max_output_bytes + (1 << 20)
             argv = bwrap_argv(mode="worker", work_bytes=(self.limits.disk_mb << 20) + out)
         else:
             root = cwd = self._root = self._host_root()

@@ -159,3 +159,41 @@ class TestBaseFilterRound3:
             "bind_abstract": "EPERM", "listen": "EPERM", "pdeathsig": "EPERM", "dumpable": "ok",
             "socketpair": "ok",
         }  # fmt: skip
+
+
+class TestBaseFilterRound4:
+    def test_locks_are_no_ops_and_pinning_aio_and_owner_calls_are_refused(self, tmp_path):
+        target = tmp_path / "locked"
+        target.write_bytes(b"x")
+        got = probe(
+            f"""
+            import fcntl, mmap
+            # Started before the filter, so not under it: it tries the lock once told to.
+            other = subprocess.Popen(["sh", "-c", "read go; flock -n {target} true; echo $?"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            seccomp_install({base_filter()!r})
+            fh = open({str(target)!r}, "r+b")
+            print("flock=" + outcome(lambda: fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)))
+            print("lockf=" + outcome(lambda: fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)))
+            print("getfl=" + outcome(lambda: fcntl.fcntl(fh, fcntl.F_GETFL)))
+            print("setfl=" + outcome(lambda: fcntl.fcntl(fh, fcntl.F_SETFL, os.O_APPEND)))
+            print("setlease=" + outcome(lambda: fcntl.fcntl(fh, 1024, fcntl.F_RDLCK)))
+            print("setown=" + outcome(lambda: fcntl.fcntl(fh, fcntl.F_SETOWN, os.getpid())))
+            print("setsig=" + outcome(lambda: fcntl.fcntl(fh, fcntl.F_SETSIG, 9)))
+            print("vmsplice=" + outcome(lambda: raw(278, 1, 0, 0, 0)))
+            print("io_setup=" + outcome(lambda: raw(206, 1, 0)))
+            print("thp_on=" + outcome(lambda: raw(157, 41, 0, 0, 0, 0)))
+            print("madv_huge=" + outcome(lambda: mmap.mmap(-1, 4 << 20).madvise(mmap.MADV_HUGEPAGE)))
+            print("hugetlb=" + outcome(lambda: mmap.mmap(-1, 2 << 20, flags=mmap.MAP_PRIVATE
+                                                        | mmap.MAP_ANONYMOUS | 0x40000)))
+            print("mmap=" + outcome(lambda: mmap.mmap(-1, 2 << 20)))
+            # The lock was never taken: a process outside the filter gets it while this one "holds" it.
+            held = other.communicate("go\\n")[0].strip()
+            print("host_flock=" + ("ok" if held == "0" else "blocked"))
+            """
+        )
+        assert got == {
+            "flock": "ok", "lockf": "ok", "getfl": "ok", "setfl": "ok", "setlease": "EPERM",
+            "setown": "EPERM", "setsig": "EPERM", "vmsplice": "EPERM", "io_setup": "EPERM",
+            "thp_on": "EPERM", "madv_huge": "ok", "hugetlb": "EPERM", "mmap": "ok", "host_flock": "ok",
+        }  # fmt: skip
