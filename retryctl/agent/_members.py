@@ -115,8 +115,13 @@ def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
     """
     text = " ".join(_users_words(m) for m in messages if m.get("role") == "user")
     said = set(_numbers(text))
-    words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
+    words = _words_of(text)
     return list(dict.fromkeys(n for n in _numbers(expression) if n not in said and not _implied(n, words)))
+
+
+def _words_of(text: str) -> set[str]:
+    """The lower-case words of ``text`` (and ``%``), as :func:`_implied` reads them."""
+    return set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
 
 
 def _implied(number: str, words: set[str]) -> bool:
@@ -140,7 +145,7 @@ def repeated_numbers(expression: str, messages: list[Message]) -> list[str]:
         return []
     text = _users_words(question)
     given = Counter(_numbers(text))
-    words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
+    words = _words_of(text)
     used = Counter(_numbers(expression))
     return [n for n, k in used.items() if n in given and k > given[n] and not _implied(n, words)]
 
