@@ -27,7 +27,10 @@ def oracle() -> Iterator[GbnfOracle]:
 
 
 def _question(numbers: list[str], word: str) -> list[Message]:
-    parts = [f"{n} {thing}" for n, thing in zip(numbers, ["apples", "pens", "cards", "boxes", "eggs"])]
+    parts = [
+        f"{n} {thing}"
+        for n, thing in zip(numbers, ["apples", "pens", "cards", "boxes", "eggs"], strict=False)
+    ]
     return [{"role": "user", "content": f"Ann has {' and '.join(parts)} {word}. How many are there?"}]
 
 
