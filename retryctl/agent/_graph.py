@@ -21,6 +21,7 @@ from langgraph.types import Checkpointer
 from tenacity import wait_exponential
 
 from retryctl.agent._calibration import shipped_calibration
+from retryctl.agent._counts import whole_counts
 from retryctl.agent._members import AnswerBackend, ToolBackend, numbers_from_question
 from retryctl.agent._prompts import demo_equivalence
 from retryctl.audit import DecisionLog
@@ -248,7 +249,9 @@ def build_demo_graph(
         equivalence=demo_equivalence,
         # An expression with a number the question does not give fails a named check: the refine
         # feedback then names the number, instead of calling the refused candidates inconsistent.
-        validators=[numbers_from_question],
+        # An answer that is no count of what the question counts ("-48 pens") fails another, so
+        # that the feedback names the count (the members write the finding: retryctl/agent/_counts.py).
+        validators=[numbers_from_question, whole_counts],
         log=log,
         # A demo waits briefly between retries; a server's Retry-After is still honoured up to 30 s.
         backoff=WaitRetryAfter(wait_exponential(multiplier=0.25, max=2.0), max_wait_s=30.0),

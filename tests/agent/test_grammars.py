@@ -43,7 +43,9 @@ def _checked(expression: str, messages: list[Message]) -> bool:
 
 
 _NUMBER = st.sampled_from(["2", "3", "5", "7", "8", "12", "15", "40", "2.5", "0", "1", "60", "100"])
-_WORD = st.sampled_from(["", "each day", "for a week", "by the dozen", "and half of them", "in a pair"])
+_WORD = st.sampled_from(
+    ["", "each day", "for a week", "by the dozen", "and half of them", "in a pair", "and none"]
+)
 
 
 @st.composite
@@ -105,7 +107,7 @@ class TestStrictRungIsTheCheck:
         [
             ("7 * 8 - 5", True),
             ("5 - (8 * 7)", True),
-            ("7 * 8 - 5 * 1", True),  # 1 needs no word
+            ("7 * 8 - 5 * 1", False),  # 1 needs a word ("one", "half"...)
             ("7 * 8", False),  # leaves out 5
             ("7 * 8 - 5 - 5", False),  # 5 twice
             ("5 * 3 - 2", False),  # the old example's shape
