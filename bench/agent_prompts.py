@@ -79,7 +79,8 @@ def main() -> None:
         line += f" own-majority {sum(r[3] for r in part) / len(part):.2f}"
         sure = [r for r in part if r[1] >= 7 * args.k / 8]
         if sure:
-            line += f" >=7/8: coverage {len(sure) / len(part):.2f} precision {sum(r[2] for r in sure) / len(sure):.2f}"
+            precision = sum(r[2] for r in sure) / len(sure)
+            line += f" >=7/8: coverage {len(sure) / len(part):.2f} precision {precision:.2f}"
         print(line)
     led = [r for r in rows if r[1] > 0]
     area = auroc([r[4] for r in led if r[2]], [r[4] for r in led if not r[2]])

@@ -157,7 +157,7 @@ def expression_ladder(messages: Sequence[Message]) -> list[Grammar]:
         return [wide]
     numbers, constants = terms
     shown = ", ".join(numbers)
-    extra = f" (and {', '.join(constants)} any number of times)"
+    extra = f" (and {', '.join(constants)} any number of times)" if constants else ""
     ladder = []
     if len(numbers) <= MAX_PERMUTED:
         ladder.append(

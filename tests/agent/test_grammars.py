@@ -152,3 +152,47 @@ class TestLadder:
         finding = "the expression '5 * 3 - 2' uses 3 and 2, which are not in the question"
         question: list[Message] = [{"role": "user", "content": f"Ann has 9 pens. {finding}"}]
         assert expression_ladder(question)[0].description.startswith("9, each")
+
+
+class TestExpressionMembersDecodeUnderTheLadder:
+    QUESTION: list[Message] = [  # noqa: RUF012
+        {"role": "user", "content": "Omar had 66 pens. He gave away 18 pens. How many pens are left?"}
+    ]
+
+    @pytest.mark.parametrize(
+        ("strictness", "rung"), [(1.0, "permutations"), (0.8, "numbers"), (0.5, "expression")]
+    )
+    def test_the_rung_of_the_steps_strictness(self, strictness: float, rung: str) -> None:
+        from retryctl.agent._members import ToolBackend
+        from retryctl.models import SamplingParams
+        from retryctl.testing import ScriptedBackend
+        from retryctl.tools import CalculatorTool
+
+        model = ScriptedBackend(['{"expression": "66 - 18"}'], model="m")
+        member = ToolBackend(model, CalculatorTool())
+        [cand] = member.sample_sync(self.QUESTION, SamplingParams(strictness=strictness))
+        [call] = model.calls
+        assert call.params.grammar is not None and call.params.grammar.name == rung
+        assert call.params.grammar == member.grammar_at(self.QUESTION, strictness)
+        assert cand.answer == "48"
+
+    def test_below_every_rung_only_the_response_format_shapes_it(self) -> None:
+        from retryctl.agent._members import ToolBackend
+        from retryctl.testing import ScriptedBackend
+        from retryctl.tools import CalculatorTool
+
+        member = ToolBackend(ScriptedBackend(["{}"], model="m"), CalculatorTool())
+        assert member.grammar_at(self.QUESTION, 0.3) is None
+
+    def test_the_notes_say_what_the_grammar_allowed_and_what_the_model_chose(self) -> None:
+        from retryctl.agent._members import ToolBackend
+        from retryctl.models import Candidate
+        from retryctl.testing import ScriptedBackend
+        from retryctl.tools import CalculatorTool
+
+        drawn = Candidate(text='{"expression": "66 - 18"}', model="m", grammar="permutations")
+        [cand] = ToolBackend(ScriptedBackend([drawn], model="m"), CalculatorTool()).sample_sync(self.QUESTION)
+        assert (
+            "grammar 'permutations' allowed 18, 66, each as often as given, joined by + - * /; "
+            "the model chose 66 - 18"
+        ) in cand.notes
