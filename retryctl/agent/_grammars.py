@@ -4,8 +4,8 @@ The check (:func:`~retryctl.agent._members.ungrounded_numbers`, ``unused_numbers
 ``repeated_numbers``) refuses an expression after the fact; SmolLM2-135M then copies its example's
 shape (``5 * 3 - 2``) again and again, and the step abstains. Written as a grammar, the same check
 constrains decoding instead: the model can only write the question's numbers, each as often as the
-question gives it (plus the constants its words imply, :data:`UNIT_CONSTANTS`, and 0 and 1, any
-number of times), joined by ``+ - * /`` with parentheses. The ladder, narrow to wide:
+question gives it (plus the constants its words imply, :data:`UNIT_CONSTANTS`, any number of
+times), joined by ``+ - * /`` with parentheses. The ladder, narrow to wide:
 
 * ``permutations`` (strictness 1.0): exactly what the check accepts, in the canonical spacing
   (``7 * (8 - 5)``: one space around each operator, none inside parentheses, numbers as the

@@ -1,8 +1,9 @@
 """The members of the demo's equivalence group, each a :class:`~retryctl.models.ModelBackend`.
 
 :class:`AnswerBackend` is the model answering in its own words. :class:`ToolBackend` is a tool of the
-registry's group driven by the same model: the model writes an arithmetic expression under a
-JSON-schema grammar and the tool evaluates it, so each candidate's answer is computed exactly and
+registry's group driven by the same model: the model writes an arithmetic expression under the
+numbers check compiled into a grammar (:mod:`._grammars`, the rung of the step's strictness) and the
+tool evaluates it, so each candidate's answer is computed exactly and
 its agreement measures whether the model *translated* the problem consistently. Because every member
 is a backend, a ``switch`` verdict of the controlled step moves from the model to a tool, and from one
 tool to the next, with no routing of its own.
