@@ -306,6 +306,7 @@ def demo(
     interactive = sys.stdin is not None and sys.stdin.isatty()
     decision_log = _open_log(log or _default_log())
     codes: list[int] = []
+    failed = False
     try:
         graph = build_demo_graph(
             base_url=base_url,
@@ -330,9 +331,10 @@ def demo(
             if result.get("problem"):
                 typer.echo(f"problem: {base_url}: {one_line(result['problem'])}", err=True)
             codes.append(EXIT_CODES.get(str(result.get("status")), _FAILED_EXIT))
-        # One question: its own exit code. The tour: 0 when every question ended in a verdict
-        # (an abstention is one of the things it shows), its last code otherwise.
-        code = codes[0] if len(codes) == 1 else 0
+            failed = failed or bool(result.get("problem")) or str(result.get("status")) not in EXIT_CODES
+        # One question: its own exit code. The tour: 0 when a model answered every question and each
+        # ended in a verdict (an abstention is one of the things it shows), else 3.
+        code = codes[0] if len(codes) == 1 else (_FAILED_EXIT if failed else 0)
     except KeyboardInterrupt:
         console.print("interrupted")
         code = 130
