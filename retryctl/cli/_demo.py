@@ -105,7 +105,7 @@ def _show_constraint(console: Console, question: str) -> None:
     ladder = expression_ladder([{"role": "user", "content": question}])
     console.print("[dim]the expression members decode under a grammar built from the question:[/dim]")
     for i, rung in enumerate(ladder):
-        when = "first" if i == 0 else f"relaxed to at strictness {rung.strictness:.2f}"
+        when = "first" if i == 0 else f"from strictness {rung.strictness:.2f}, after failed refines"
         console.print(f"[dim]  {escape(rung.name)} ({when}): {escape(rung.description)}[/dim]")
 
 
