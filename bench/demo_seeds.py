@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 
 from retryctl.agent import build_demo_graph, demo_schedule
 from retryctl.agent._graph import demo_policy
@@ -38,7 +39,7 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             graph = build_demo_graph(model=model, policy=policy, schedule=demo_schedule(seed))
             started = time.monotonic()
-            config = {"configurable": {"run_id": f"s{seed}"}}
+            config: RunnableConfig = {"configurable": {"run_id": f"s{seed}"}}
             state = graph.invoke({"messages": [HumanMessage(question)]}, config)
             result = state["result"]
             actions = [f"{v['target']}:{v['verdict']['action']}" for v in state.get("verdicts", [])]
