@@ -19,7 +19,14 @@ from fractions import Fraction
 
 from retryctl.controller import ValidatorResult
 
-__all__ = ["COUNTS_CHECK", "count_finding", "counted_things", "whole_counts", "with_count_finding"]
+__all__ = [
+    "COUNTS_CHECK",
+    "COUNT_FINDING",
+    "count_finding",
+    "counted_things",
+    "whole_counts",
+    "with_count_finding",
+]
 
 COUNTS_CHECK = "whole_counts"
 """The check's name in verdicts and refine feedback."""
@@ -42,7 +49,12 @@ _SIGNED = frozenset(
 )  # fmt: skip
 _FRACTIONAL = frozenset(("fraction", "fractions", "decimal", "average", "mean", "ratio"))
 _MARK = " (count check: "
-_FINDING = re.compile(r"'how many [a-z ]+' (?:is|asks for) .+")
+_FINDING = re.compile(
+    r"'how many [a-z ]+' (?:is a count of [a-z ]+, and \S+ is negative"
+    r"|asks for a whole number of [a-z ]+, and \S+ is not one)"
+)
+COUNT_FINDING = _FINDING
+"""The check's finding as its text and the refine feedback quote it: its number is not the user's."""
 
 
 def counted_things(question: str) -> str | None:

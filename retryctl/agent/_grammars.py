@@ -22,6 +22,7 @@ prompt the demo ships, precision 1.0 where 7 or more of 8 agree (docs/evals.md).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections import Counter
@@ -149,13 +150,20 @@ def expression_ladder(messages: Sequence[Message]) -> list[Grammar]:
     a :class:`~retryctl.models.Grammar` with its strictness. Without a user message, or a question
     with no numbers, only ``expression``; with more than :data:`MAX_PERMUTED` numbers, no
     ``permutations``."""
+    question = next((m for m in messages if m.get("role") == "user"), None)
+    return list(_ladder(None if question is None else _users_words(question)))
+
+
+@functools.lru_cache(maxsize=64)
+def _ladder(text: str | None) -> tuple[Grammar, ...]:
+    # Each draw and each candidate's notes ask for the ladder of the same question: build it once.
     schema = EXPRESSION_FORMAT["json_schema"]["schema"]
     wide = Grammar(
         name="expression", json_schema=schema, strictness=0.5, description="any digits joined by + - * /"
     )
-    terms = question_terms(messages)
+    terms = None if text is None else question_terms([{"role": "user", "content": text}])
     if terms is None or not terms[0]:
-        return [wide]
+        return (wide,)
     numbers, constants = terms
     shown = ", ".join(numbers)
     extra = f" (and {', '.join(constants)} any number of times)" if constants else ""
@@ -177,7 +185,7 @@ def expression_ladder(messages: Sequence[Message]) -> list[Grammar]:
             description=f"{', '.join(dict.fromkeys(numbers))}{extra}, any number of times, joined by + - * /",
         )
     )
-    return [*ladder, wide]
+    return (*ladder, wide)
 
 
 def grammar_for(messages: Sequence[Message], strictness: float) -> Grammar | None:

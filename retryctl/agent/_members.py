@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from retryctl.agent._counts import with_count_finding
+from retryctl.agent._counts import COUNT_FINDING, with_count_finding
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
     EXPRESSION_PATTERN,
@@ -109,8 +109,9 @@ def _numbers(text: str) -> list[str]:
 
 
 def _users_words(message: Message) -> str:
-    """A user message's text without the check's own findings quoted back in a refine round."""
-    return _FINDING.sub("", str(message.get("content") or ""))
+    """A user message's text without the checks' own findings quoted back in a refine round (the
+    numbers check's and the count check's: "-48 is negative" gives no 48)."""
+    return COUNT_FINDING.sub("", _FINDING.sub("", str(message.get("content") or "")))
 
 
 def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:

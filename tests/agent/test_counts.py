@@ -92,3 +92,14 @@ class TestMembersWriteTheFinding:
         model = ScriptedBackend(["The answer is 48."], model="m")
         [cand] = AnswerBackend(model).sample_sync([{"role": "user", "content": PENS}])
         assert cand.text == "The answer is 48."
+
+
+def test_a_refine_rounds_quoted_finding_gives_the_question_no_number() -> None:
+    from retryctl.agent._members import ungrounded_numbers
+
+    finding = whole_counts(with_count_finding("18 - 66 = -48", PENS, "-48")).evidence
+    asked = [
+        {"role": "user", "content": PENS},
+        {"role": "user", "content": f"The answer failed these checks: whole_counts: {finding}. Correct it."},
+    ]
+    assert ungrounded_numbers("66 - 18 + 48 - 48", asked) == ["48"]
