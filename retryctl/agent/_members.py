@@ -133,7 +133,7 @@ def _words_of(text: str) -> set[str]:
 
 
 def _implied(number: str, words: set[str]) -> bool:
-    """Whether ``number`` is a constant the question's ``words`` imply (0 and 1 always are)."""
+    """Whether ``number`` is a constant the question's ``words`` imply."""
     implying = UNIT_CONSTANTS.get(number)
     return implying is not None and (not implying or not words.isdisjoint(implying))
 
