@@ -16,8 +16,9 @@ times), joined by ``+ - * /`` with parentheses. The ladder, narrow to wide:
 The check still runs on every output: a grammar is a filter, never a proof (a relaxed rung lets a
 refused expression through to be refused again). Measured (SmolLM2-135M, 8 samples at T 0.7, the
 development set ``word_problems(n, seed=11)``): under ``permutations`` the expressions' majority is
-right on 0.45–0.6 of the problems with the one-shot prompt, 0.43 on 14 problems with the six-shot
-prompt the demo ships, precision 1.0 where 7 or more of 8 agree (docs/evals.md).
+right on 0.45–0.6 of the problems with the one-shot prompt (a prototype, 40 problems); on 14
+problems, 0.43 with the six-shot prompt the demo ships, precision 1.0 where 7 or more of 8 agree
+(one-shot: 0.36 and 0.50; docs/evals.md, ``bench/agent_prompts.py``).
 """
 
 from __future__ import annotations

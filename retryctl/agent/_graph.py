@@ -94,8 +94,9 @@ DEMO_WEIGHTS = {
 """The demo's fusion. ``cross_member`` (the model's own words agreeing with a tool's value) is shown
 but not weighted: on 120 development tasks it told a right expression from a wrong one no better
 than chance (AUROC 0.53 in a probe), and again with the expressions under the question's grammar and
-the six-shot prompts (AUROC 0.46 on 14 problems of seed 11: the own answers' majority was right on
-none; ``python bench/agent_prompts.py``, docs/evals.md), so the demo relies on its calibration."""
+the six-shot prompts (AUROC 0.46 on 14 problems of seed 11, 0.50 and 0.57 with the five- and
+one-shot prompts: the own answers' majority was right on none; ``python bench/agent_prompts.py``,
+docs/evals.md), so the demo relies on its calibration."""
 
 
 def demo_policy(calibration: Calibration | Literal["shipped"] | None = "shipped") -> Policy:
