@@ -2,7 +2,7 @@
 
 The model answers a word problem in its own words; when its sampled answers disagree the controller
 switches to a tool of one equivalence group (the calculator, then python in the sandbox), which
-evaluates an expression the model writes under a JSON-schema grammar. ``retryctl demo`` runs it;
+evaluates an expression the model writes under a grammar built from the question. ``retryctl demo`` runs it;
 ``retryctl batch`` runs it over many tasks.
 """
 

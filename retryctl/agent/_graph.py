@@ -21,6 +21,7 @@ from langgraph.types import Checkpointer
 from tenacity import wait_exponential
 
 from retryctl.agent._calibration import shipped_calibration
+from retryctl.agent._counts import whole_counts
 from retryctl.agent._members import AnswerBackend, ToolBackend, numbers_from_question
 from retryctl.agent._prompts import demo_equivalence
 from retryctl.audit import DecisionLog
@@ -92,7 +93,10 @@ DEMO_WEIGHTS = {
 }
 """The demo's fusion. ``cross_member`` (the model's own words agreeing with a tool's value) is shown
 but not weighted: on 120 development tasks it told a right expression from a wrong one no better
-than chance (AUROC 0.53 in a probe: docs/evals.md), so the demo relies on its calibration instead."""
+than chance (AUROC 0.53 in a probe), and again with the expressions under the question's grammar and
+the six-shot prompts (AUROC 0.46 on 14 problems of seed 11, 0.50 and 0.57 with the five- and
+one-shot prompts: the own answers' majority was right on none; ``python bench/agent_prompts.py``,
+docs/evals.md), so the demo relies on its calibration."""
 
 
 def demo_policy(calibration: Calibration | Literal["shipped"] | None = "shipped") -> Policy:
@@ -248,7 +252,9 @@ def build_demo_graph(
         equivalence=demo_equivalence,
         # An expression with a number the question does not give fails a named check: the refine
         # feedback then names the number, instead of calling the refused candidates inconsistent.
-        validators=[numbers_from_question],
+        # An answer that is no count of what the question counts ("-48 pens") fails another, so
+        # that the feedback names the count (the members write the finding: retryctl/agent/_counts.py).
+        validators=[numbers_from_question, whole_counts],
         log=log,
         # A demo waits briefly between retries; a server's Retry-After is still honoured up to 30 s.
         backoff=WaitRetryAfter(wait_exponential(multiplier=0.25, max=2.0), max_wait_s=30.0),

@@ -1,8 +1,9 @@
 """The members of the demo's equivalence group, each a :class:`~retryctl.models.ModelBackend`.
 
 :class:`AnswerBackend` is the model answering in its own words. :class:`ToolBackend` is a tool of the
-registry's group driven by the same model: the model writes an arithmetic expression under a
-JSON-schema grammar and the tool evaluates it, so each candidate's answer is computed exactly and
+registry's group driven by the same model: the model writes an arithmetic expression under the
+numbers check compiled into a grammar (:mod:`._grammars`, the rung of the step's strictness) and the
+tool evaluates it, so each candidate's answer is computed exactly and
 its agreement measures whether the model *translated* the problem consistently. Because every member
 is a backend, a ``switch`` verdict of the controlled step moves from the model to a tool, and from one
 tool to the next, with no routing of its own.
@@ -22,11 +23,13 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
+from retryctl.agent._counts import COUNT_FINDING, with_count_finding
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
     EXPRESSION_PATTERN,
     NO_ANSWER,
     answer_prompt,
+    demo_equivalence,
     expression_prompt,
     parse_expression,
 )
@@ -34,6 +37,7 @@ from retryctl.controller import ValidatorResult, normalise_number
 from retryctl.exceptions import ConfigError
 from retryctl.models import (
     Candidate,
+    Grammar,
     Message,
     MessagesLike,
     ModelBackend,
@@ -58,8 +62,9 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z]+")
 UNIT_CONSTANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "0": (),
-        "1": (),
+        "0": ("zero", "none", "nothing", "empty"),
+        "1": ("one", "once", "half", "halves", "third", "thirds", "quarter", "quarters", "tenth",
+              "tenths", "percent", "%"),
         "2": ("two", "twice", "double", "doubles", "half", "halves", "pair", "pairs", "both"),
         "3": ("three", "triple", "third", "thirds"),
         "4": ("four", "quarter", "quarters"),
@@ -79,9 +84,11 @@ UNIT_CONSTANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )  # fmt: skip
 """Numbers an expression may use without the question writing them as digits, each with the words
-that imply it: ``2`` for "twice" or "half", ``12`` for "dozen", ``60`` for "hours"... ``0`` and ``1``
-need no word. A constant without its word in the question is invented: ``5 * 3 + 2`` for "5 trays of 3
-cookies" copies the prompt's example, not the problem."""
+that imply it: ``2`` for "twice" or "half", ``12`` for "dozen", ``60`` for "hours"... ``1`` and ``0``
+need a word too ("one", "half" as ``1 / 2``; "none"): under the grammar that holds the model to the
+question's numbers, a free ``1`` was its way around them (``9 * 1 + 9``, ``10 + 5 - 1`` on the
+development set). A constant without its word in the question is invented: ``5 * 3 + 2`` for "5 trays
+of 3 cookies" copies the prompt's example, not the problem."""
 
 NUMBERS_CHECK = "numbers_from_question"
 """The name of the check that an expression uses the question's numbers, all of them, each as often as
@@ -102,8 +109,9 @@ def _numbers(text: str) -> list[str]:
 
 
 def _users_words(message: Message) -> str:
-    """A user message's text without the check's own findings quoted back in a refine round."""
-    return _FINDING.sub("", str(message.get("content") or ""))
+    """A user message's text without the checks' own findings quoted back in a refine round (the
+    numbers check's and the count check's: "-48 is negative" gives no 48)."""
+    return COUNT_FINDING.sub("", _FINDING.sub("", str(message.get("content") or "")))
 
 
 def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
@@ -115,12 +123,17 @@ def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
     """
     text = " ".join(_users_words(m) for m in messages if m.get("role") == "user")
     said = set(_numbers(text))
-    words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
+    words = _words_of(text)
     return list(dict.fromkeys(n for n in _numbers(expression) if n not in said and not _implied(n, words)))
 
 
+def _words_of(text: str) -> set[str]:
+    """The lower-case words of ``text`` (and ``%``), as :func:`_implied` reads them."""
+    return set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
+
+
 def _implied(number: str, words: set[str]) -> bool:
-    """Whether ``number`` is a constant the question's ``words`` imply (0 and 1 always are)."""
+    """Whether ``number`` is a constant the question's ``words`` imply."""
     implying = UNIT_CONSTANTS.get(number)
     return implying is not None and (not implying or not words.isdisjoint(implying))
 
@@ -140,7 +153,7 @@ def repeated_numbers(expression: str, messages: list[Message]) -> list[str]:
         return []
     text = _users_words(question)
     given = Counter(_numbers(text))
-    words = set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
+    words = _words_of(text)
     used = Counter(_numbers(expression))
     return [n for n, k in used.items() if n in given and k > given[n] and not _implied(n, words)]
 
@@ -253,16 +266,28 @@ class AnswerBackend:
     async def sample(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
-        """``k`` answers of the model."""
-        return await self.model.sample(answer_prompt(normalise_messages(messages)), self._params(params), k=k)
+        """``k`` answers of the model (a negative or fractional count's text says so: :mod:`._counts`)."""
+        asked = normalise_messages(messages)
+        drawn = await self.model.sample(answer_prompt(asked), self._params(params), k=k)
+        return [_counted(c, asked, demo_equivalence(c.text)) for c in drawn]
 
     def sample_sync(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
         """Blocking twin of :meth:`sample`."""
-        return sample_blocking(
-            self.model, answer_prompt(normalise_messages(messages)), self._params(params), k=k
-        )
+        asked = normalise_messages(messages)
+        drawn = sample_blocking(self.model, answer_prompt(asked), self._params(params), k=k)
+        return [_counted(c, asked, demo_equivalence(c.text)) for c in drawn]
+
+
+def _counted(candidate: Candidate, messages: list[Message], answer: str | None) -> Candidate:
+    """``candidate`` with the count check's finding in its text when its answer is no count of the
+    things the question asks "how many" of (read back by :func:`~._counts.whole_counts`)."""
+    question = next((m for m in messages if m.get("role") == "user"), None)
+    if question is None:
+        return candidate
+    text = with_count_finding(candidate.text, _users_words(question), answer)
+    return candidate if text == candidate.text else dataclasses.replace(candidate, text=text)
 
 
 _ARITHMETIC_RUN = re.compile(r"[0-9(][0-9+*/() .-]*")
@@ -280,6 +305,17 @@ def _arithmetic_part(expression: str) -> str:
     runs = [run.strip().rstrip("+-*/.( ") for run in _ARITHMETIC_RUN.findall(expression)]
     runs = [run for run in runs if any(op in run for op in "+-*/")]
     return max(runs, key=len) if runs else expression
+
+
+def _chosen(drawn: Candidate, expression: str, messages: list[Message] | None) -> tuple[str, ...]:
+    """What the grammar allowed and what the model chose, for the candidate's notes."""
+    if drawn.grammar is None or messages is None:
+        return ()
+    from retryctl.agent._grammars import expression_ladder
+
+    rung = next((g for g in expression_ladder(messages) if g.name == drawn.grammar), None)
+    allowed = rung.description if rung is not None and rung.description else drawn.grammar
+    return (f"grammar {drawn.grammar!r} allowed {allowed}; the model chose {expression}",)
 
 
 class ToolBackend:
@@ -318,10 +354,23 @@ class ToolBackend:
         """The tool's key: what decision logs and ``switch`` verdicts name."""
         return self.tool.name
 
-    def _params(self, params: SamplingParams | None) -> SamplingParams:
+    def grammar_at(self, messages: MessagesLike, strictness: float) -> Grammar | None:
+        """The grammar this member decodes under at ``strictness``: the rung of the question's ladder
+        (:func:`~retryctl.agent._grammars.expression_ladder`), ``None`` below every rung (then only
+        ``EXPRESSION_FORMAT`` shapes the output, and the check runs after decoding as always)."""
+        from retryctl.agent._grammars import grammar_for  # it builds on this module's check
+
+        return grammar_for(normalise_messages(messages), strictness)
+
+    def _params(self, params: SamplingParams | None, asked: list[Message]) -> SamplingParams:
         base = params or SamplingParams()
         temperature = base.temperature if self.temperature is None else self.temperature
-        return dataclasses.replace(base, response_format=EXPRESSION_FORMAT, temperature=temperature)
+        return dataclasses.replace(
+            base,
+            response_format=EXPRESSION_FORMAT,
+            temperature=temperature,
+            grammar=self.grammar_at(asked, base.strictness),
+        )
 
     def evaluate(self, drawn: Candidate, messages: list[Message] | None = None) -> Candidate:
         """The tool's answer to one drawn expression, as a candidate. With ``messages``, an expression
@@ -350,17 +399,21 @@ class ToolBackend:
             return dataclasses.replace(
                 drawn, text=f"{NO_ANSWER}{self.tool.name} refused {expression!r}: {why}", answer=None
             )
-        notes = (*drawn.notes, f"{expression} evaluated by {self.tool.name}")
-        return dataclasses.replace(
-            drawn, text=f"{expression} = {value}", answer=normalise_number(value), notes=notes
+        notes = (
+            *drawn.notes,
+            *_chosen(drawn, expression, messages),
+            f"{expression} evaluated by {self.tool.name}",
         )
+        answer = normalise_number(value)
+        evaluated = dataclasses.replace(drawn, text=f"{expression} = {value}", answer=answer, notes=notes)
+        return evaluated if messages is None else _counted(evaluated, messages, answer)
 
     async def sample(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
     ) -> list[Candidate]:
         """``k`` expressions of the model, each evaluated by the tool."""
         asked = normalise_messages(messages)
-        drawn = await self.model.sample(expression_prompt(asked), self._params(params), k=k)
+        drawn = await self.model.sample(expression_prompt(asked), self._params(params, asked), k=k)
         # The tool runs in a thread (the python tool in a sandbox), inside the draw its driver awaits.
         return [self._at_temperature(await asyncio.to_thread(self.evaluate, c, asked)) for c in drawn]
 
@@ -369,7 +422,7 @@ class ToolBackend:
     ) -> list[Candidate]:
         """Blocking twin of :meth:`sample`."""
         asked = normalise_messages(messages)
-        drawn = sample_blocking(self.model, expression_prompt(asked), self._params(params), k=k)
+        drawn = sample_blocking(self.model, expression_prompt(asked), self._params(params, asked), k=k)
         return [self._at_temperature(self.evaluate(c, asked)) for c in drawn]
 
     def _at_temperature(self, candidate: Candidate) -> Candidate:

@@ -2,15 +2,19 @@
 
 Exit codes: 0 an answer was accepted (or given by you at a prompt), 3 the controller stopped (budget,
 breaker, nothing left to try, or the run failed), 4 it needed a person and nobody could answer (no TTY),
-2 bad arguments or a model that cannot be set up. Never a traceback: every failure is one line.
+2 bad arguments or a model that cannot be set up. Never a traceback: every failure is one line. Without
+a question it runs a tour of the built-in ones (retryctl/agent/_questions.py): 0 when each ended in
+a verdict (an abstention included: showing one is its point), 3 when a run failed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -76,6 +80,35 @@ def _show_verdict(console: Console, event: dict[str, Any], answers: list[Any]) -
     console.print(f"    [dim]{escape(one_line(verdict['reason']))}[/dim]")
 
 
+_EXPRESSION = re.compile(r"[0-9(][0-9+*/() .-]* = ")
+
+
+def _show_choices(console: Console, texts: list[str], grammars: list[str]) -> None:
+    """What the model chose where an expression member drew: each distinct expression and how often
+    (a refused one with the check's finding), and the grammar it was decoded under when known."""
+    from retryctl.agent import NO_ANSWER
+
+    chosen = [t for t in texts if _EXPRESSION.match(t) or t.startswith(NO_ANSWER)]
+    if not chosen:
+        return
+    counts = Counter(chosen)
+    shown = "; ".join(f"{t} ×{n}" if n > 1 else t for t, n in counts.most_common())
+    under = f" under grammar {Counter(grammars).most_common(1)[0][0]!r}" if grammars else ""
+    console.print(f"    [dim]the model chose{escape(under)}: {escape(one_line(shown))}[/dim]")
+
+
+def _show_constraint(console: Console, question: str) -> None:
+    """The grammar ladder of the expression members for ``question``: what each rung lets the model
+    write, narrowest first, and the strictness at which the policy's relaxation reaches it."""
+    from retryctl.agent._grammars import expression_ladder
+
+    ladder = expression_ladder([{"role": "user", "content": question}])
+    console.print("[dim]the expression members decode under a grammar built from the question:[/dim]")
+    for i, rung in enumerate(ladder):
+        when = "first" if i == 0 else f"from strictness {rung.strictness:.2f}, after failed refines"
+        console.print(f"[dim]  {escape(rung.name)} ({when}): {escape(rung.description)}[/dim]")
+
+
 class _View:
     """Follows one streamed run: prints each verdict as it arrives, keeps the final state."""
 
@@ -85,6 +118,8 @@ class _View:
         self.verdict_event = VERDICT_EVENT
         self.console = console
         self.answers: list[Any] = []
+        self.texts: list[str] = []
+        self.grammars: list[str] = []
         self.final: dict[str, Any] = {}
         self.pending: list[Any] = []
 
@@ -94,13 +129,17 @@ class _View:
             return
         if mode == "custom" and data.get("type") == self.verdict_event:
             _show_verdict(self.console, data, self.answers)
+            _show_choices(self.console, self.texts, self.grammars)
         elif mode == "values" and not namespace:
             self.final = data
         elif mode == "updates":
             self.pending.extend(data.get("__interrupt__", ()))
         elif mode == "tasks" and data.get("name") == "act" and isinstance(data.get("result"), dict):
             # The candidates of the attempt that the next verdict judges.
-            self.answers = [c.get("answer") for c in data["result"].get("candidates") or []]
+            drawn = data["result"].get("candidates") or []
+            self.answers = [c.get("answer") for c in drawn]
+            self.texts = [str(c.get("text") or "") for c in drawn]
+            self.grammars = [str(c["grammar"]) for c in drawn if c.get("grammar")]
 
 
 def _ask(console: Console, interrupt_value: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +267,8 @@ def _open_log(path: Path) -> DecisionLog:
 
 def demo(
     question: Annotated[
-        str | None, typer.Argument(help="An arithmetic word problem; default: a built-in one.")
+        str | None,
+        typer.Argument(help="An arithmetic word problem; default: a tour of three built-in ones."),
     ] = None,
     *,
     base_url: Annotated[
@@ -247,24 +287,26 @@ def demo(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Base sampling seed (reruns draw the same).")] = 4,
 ) -> None:
-    """Run the demo agent on an arithmetic word problem and show each verdict as it happens.
+    """Run the demo agent on an arithmetic word problem (or three built-in ones) and show each verdict
+    as it happens.
 
     The model's own answers are judged; when they disagree the controller switches to a tool of one
-    equivalence group (calculator, then sandboxed python)."""
+    equivalence group (calculator, then sandboxed python), whose expressions the model writes under a
+    grammar built from the question's numbers, relaxed after a failed refine."""
     # LangGraph, LangChain and the agent are imported here, not at module level: every `retryctl`
     # command loads this module, and they would add ~1.2 s to the start of `audit` and `bench`.
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from retryctl.agent import DEMO_QUESTION, build_demo_graph, demo_schedule
+    from retryctl.agent import build_demo_graph, demo_schedule
+    from retryctl.agent._questions import DEMO_QUESTIONS
 
     console = Console(highlight=False, soft_wrap=True)
     _check_setup(base_url=base_url, model_name=model_name, timeout=timeout, threads=threads, log=log)
-    text = question or DEMO_QUESTION
+    questions = [question] if question else [q.question for q in DEMO_QUESTIONS]
     interactive = sys.stdin is not None and sys.stdin.isatty()
-    run_id = f"demo-{uuid.uuid4().hex[:12]}"
     decision_log = _open_log(log or _default_log())
-    code = _FAILED_EXIT
-    started = time.monotonic()
+    codes: list[int] = []
+    failed = False
     try:
         graph = build_demo_graph(
             base_url=base_url,
@@ -277,13 +319,22 @@ def demo(
             timeout_s=timeout,
         )
         where = base_url or "the embedded model (offline)"
-        console.print(f"[bold]question:[/bold] {escape(text)}")
-        console.print(f"[dim]model: {escape(where)}; run {run_id}[/dim]")
-        result = _run(console, graph, text, run_id, interactive)
-        _render_end(console, result, time.monotonic() - started)
-        if result.get("problem"):
-            typer.echo(f"problem: {base_url}: {one_line(result['problem'])}", err=True)
-        code = EXIT_CODES.get(str(result.get("status")), _FAILED_EXIT)
+        for i, text in enumerate(questions, 1):
+            head = f"question {i} of {len(questions)}: " if len(questions) > 1 else "question: "
+            console.print(f"{chr(10) if i > 1 else ''}[bold]{head}[/bold]{escape(text)}")
+            run_id = f"demo-{uuid.uuid4().hex[:12]}"
+            console.print(f"[dim]model: {escape(where)}; run {run_id}[/dim]")
+            _show_constraint(console, text)
+            started = time.monotonic()
+            result = _run(console, graph, text, run_id, interactive)
+            _render_end(console, result, time.monotonic() - started)
+            if result.get("problem"):
+                typer.echo(f"problem: {base_url}: {one_line(result['problem'])}", err=True)
+            codes.append(EXIT_CODES.get(str(result.get("status")), _FAILED_EXIT))
+            failed = failed or bool(result.get("problem")) or str(result.get("status")) not in EXIT_CODES
+        # One question: its own exit code. The tour: 0 when a model answered every question and each
+        # ended in a verdict (an abstention is one of the things it shows), else 3.
+        code = codes[0] if len(codes) == 1 else (_FAILED_EXIT if failed else 0)
     except KeyboardInterrupt:
         console.print("interrupted")
         code = 130

@@ -84,7 +84,9 @@ class TestToolBackend:
         model = ScriptedBackend(
             ['{"expression": "7 * 8 - 5"}', '{"expression": "(7 * 8 - 5) / 0"}'], model="m"
         )
-        ok, failed = asyncio.run(ToolBackend(model, PythonTool()).sample(Q, k=2))
+        # "none" makes 0 a number of the question (UNIT_CONSTANTS): the division reaches python.
+        asked = [{"role": "user", "content": f"{Q[0]['content']} None are broken."}]
+        ok, failed = asyncio.run(ToolBackend(model, PythonTool()).sample(asked, k=2))
         assert (ok.text, ok.answer) == ("7 * 8 - 5 = 51", "51")
         assert failed.answer is None and "python refused" in failed.text
 
@@ -139,7 +141,9 @@ class TestUngroundedNumbers:
 
     def test_a_constant_is_grounded_by_the_word_that_implies_it(self) -> None:
         assert {"1", "2", "7", "10", "12", "24", "60", "100"} <= UNIT_CONSTANTS.keys()
-        said = [{"role": "user", "content": "For 3 days, twice an hour, a dozen eggs: what percent?"}]
+        said = [
+            {"role": "user", "content": "For 3 days, twice an hour, a dozen eggs, none lost: what percent?"}
+        ]
         assert ungrounded_numbers("3 * 24 * 60 * 2 / 100 + 12 + 1 + 0", said) == []
 
     def test_a_constant_without_its_word_is_invented(self) -> None:
@@ -147,7 +151,9 @@ class TestUngroundedNumbers:
         trays = [{"role": "user", "content": "There are 5 trays with 3 cookies in each. How many cookies?"}]
         assert ungrounded_numbers("5 * 3 + 2", trays) == ["2"]
         assert ungrounded_numbers("5 * 3 * 60", trays) == ["60"]
-        assert ungrounded_numbers("5 * 3 + 1 - 0", trays) == []  # 0 and 1 need no word
+        assert ungrounded_numbers("5 * 3 + 1 - 0", trays) == ["1", "0"]  # 0 and 1 need a word too
+        half = [{"role": "user", "content": "Ann has 5 trays and eats half of one. How many are left?"}]
+        assert ungrounded_numbers("5 - 1 / 2", half) == []
 
     def test_numbers_written_as_words_ground_their_digits(self) -> None:
         said = [{"role": "user", "content": "Mia has seven boxes of 8 crayons and loses half of them."}]

@@ -42,8 +42,11 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 class TestDemoEmbedded:
     @needs_llama
-    def test_default_question_switches_and_ends_right_or_abstains(self, tmp_path: Path) -> None:
-        proc = run_demo("--threads", "1", cwd=tmp_path)
+    def test_a_built_in_question_switches_and_ends_right_or_abstains(self, tmp_path: Path) -> None:
+        from retryctl.agent._questions import DEMO_QUESTIONS
+
+        first = DEMO_QUESTIONS[0]
+        proc = run_demo(first.question, "--threads", "1", cwd=tmp_path)
         out = proc.stdout + proc.stderr
         assert "Traceback" not in out
         [log] = list(tmp_path.glob("retryctl-demo-*.jsonl"))  # default: a new file here, printed
@@ -53,14 +56,16 @@ class TestDemoEmbedded:
         verdicts = [r for r in records(log) if r["kind"] == "verdict"]
         assert "switch" in [r["action"] for r in verdicts]
         assert records(log)[-1]["kind"] == "summary"
-        # 51 accepted, or an honest abstention: never a wrong accepted answer.
+        # The constraint at work: the ladder, then what the model chose under it.
+        assert "permutations (first): 6, 9, each as often as given" in proc.stdout
+        assert "the model chose" in proc.stdout
+        # The right answer accepted, or an honest abstention: never a wrong accepted answer.
         if proc.returncode == 0:
-            assert verdicts[-1]["action"] == "accept" and verdicts[-1]["answer"] == "51", out
+            assert verdicts[-1]["action"] == "accept" and verdicts[-1]["answer"] == first.gold, out
             assert "accepted because" in proc.stdout
         else:
-            assert proc.returncode == 4, out
+            assert proc.returncode in (3, 4), out
             assert "accept" not in [r["action"] for r in verdicts]
-            assert "needs a person" in proc.stdout
 
 
 class TestDemoAgainstAFaultyServer:
@@ -94,6 +99,7 @@ class TestDemoAgainstAFaultyServer:
         report = verify_log(log)
         assert report.ok and report.records >= 2, report.error
         assert f"log: {log}" in proc.stdout
+        assert "question 3 of 3: " in proc.stdout  # no question: the tour of the built-in ones
 
     def test_the_live_view_shows_every_error_on_one_line(
         self, tmp_path: Path, fault_server: FaultServer
@@ -168,7 +174,7 @@ class TestDemoInteractive:
         try:
             os.write(master, b"51\n")  # waits in the terminal's line buffer until the prompt reads it
             proc = subprocess.run(
-                [str(RETRYCTL), "demo", "--base-url", fault_server.url, "--model-name", "fault",
+                [str(RETRYCTL), "demo", "How many?", "--base-url", fault_server.url, "--model-name", "fault",
                  "--log", str(tmp_path / "demo.jsonl")],
                 stdin=slave, capture_output=True, text=True, timeout=120, check=False,
             )  # fmt: skip
