@@ -2,8 +2,8 @@
 
 A member's strictness is ``policy.relaxation.strictness(failures)``, its failures counted in the
 step's state (``control["relaxed"]``, by member) so that a checkpointed step resumes with them. A
-``refine`` of an attempt whose candidates were decoded under a grammar is one failure more, unless the
-schedule is at its floor: the verdict's reason says which, the feedback to the model gets one line,
+``refine`` of an attempt whose candidates were decoded under a grammar and failed a check is one failure
+more, unless the schedule is at its floor: the verdict's reason says which, the feedback to the model gets one line,
 and the record carries it as data (``candidates_summary["relaxation"]``).
 """
 
@@ -45,7 +45,7 @@ class Relaxed:
     record: dict[str, Any] | None
     """``{member, from, to, grammar_from, grammar_to, at_floor}`` for the record (no ``grammar_to``
     when the member cannot say which rung it moves to), ``None`` when the verdict was no ``refine``
-    of output decoded under a grammar."""
+    of output decoded under a grammar that failed a check."""
     failures: dict[str, int]
     """The failures by member after it (what the step keeps in ``control["relaxed"]``)."""
     strictness: float
@@ -105,14 +105,21 @@ def relax(
     backend: ModelBackend,
     prompt: Callable[[], list[Message]],
     candidates: Sequence[CandidateRecord],
+    checks_failed: bool,
 ) -> Relaxed:
     """The verdict of ``member``'s attempt after the relaxation schedule has had its say (``prompt``
-    gives the attempt's conversation, which a ladder may depend on: asked only when it relaxes)."""
+    gives the attempt's conversation, which a ladder may depend on: asked only when it relaxes).
+
+    Only a refine for a failed check relaxes (``checks_failed``): output the grammar let through and a
+    check still refused is a failure of the constraint. A refine for low agreement is not: candidates
+    that disagree under the grammar would disagree as much under a wider one, and a wider rung only
+    admits more of what the check refuses (measured on the demo: after such a relaxation the
+    expression members wrote ``11 * 2`` for a question giving 11, 2 and 8)."""
     failures = control.get("relaxed", {})
     schedule = policy.relaxation
     count = failures.get(member, 0)
     before = 1.0 if schedule is None else schedule.strictness(count)
-    if schedule is None or verdict.action is not Action.REFINE:
+    if schedule is None or verdict.action is not Action.REFINE or not checks_failed:
         return Relaxed(verdict, None, failures, before)
     was = _grammar_of(candidates)
     if was is None:

@@ -455,6 +455,7 @@ class ControlledStep(StepRoutes):
             backend=self.models[target],
             prompt=lambda: self._prompt(state, control),
             candidates=candidates,
+            checks_failed=any(not v.get("passed", True) for v in control.get("validators", [])),
         )
         verdict = relaxed.verdict
         if relaxed.failures:
