@@ -234,7 +234,16 @@ class TestMisreport:
 
     def test_a_job_that_closes_its_output_is_waited_for(self, run: Runner):
         """Closing stdout and stderr looks like an exit to a reader that stops at end of file."""
-        res = run("import os, time\nprint('hi', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(1)\nos._exit(7)")
+        res = run(
+            code("""
+            import os, time
+            print("hi", flush=True)
+            os.close(1)
+            os.close(2)
+            time.sleep(1)
+            os._exit(7)
+            """)
+        )
         assert (res.exit_code, res.stdout, res.timed_out) == (7, "hi\n", False)
 
     def test_a_job_that_stops_itself_is_killed_at_the_timeout(self, run: Runner):
