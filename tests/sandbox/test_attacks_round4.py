@@ -12,6 +12,7 @@ import os
 import random
 import socket
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -297,3 +298,85 @@ class TestPoolLeftovers:
             )
         assert first.exit_code == 0, first
         assert report(second) == {"seen": [], "cwd": []}
+
+
+# Every int a job can find in the interpreter state it starts with: the frames above its code, the
+# attributes of the objects they hold, and the 32-bit operands of any BPF program among them.
+_INHERITED_INTS = code("""
+    import struct, sys, time
+    found, frame = {}, sys._getframe().f_back
+    while frame is not None:
+        for key, value in list(frame.f_locals.items()) + list(frame.f_globals.items()):
+            pairs = [(key, value)]
+            if type(value).__module__ == "__main__" and hasattr(value, "__dict__"):
+                pairs += [(key + "." + k, v) for k, v in vars(value).items()]
+            for name, val in pairs:
+                if isinstance(val, int) and not isinstance(val, bool):
+                    found[name] = val
+                elif isinstance(val, bytes) and len(val) % 8 == 0:
+                    for at in range(0, len(val), 8):
+                        found[f"{name}[{at // 8}].k"] = struct.unpack_from("<I", val, at + 4)[0]
+        frame = frame.f_back
+    print(found, flush=True)
+    time.sleep(0.5)
+""")
+
+
+def _host_descendants() -> set[int]:
+    """Pids of the test process's descendants on the host (the sandbox's processes)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+class TestInheritedState:
+    def test_no_host_pid_in_the_state_a_job_inherits(
+        self, run: Runner, tier: Tier, request: pytest.FixtureRequest
+    ):
+        """The job's interpreter starts inside the sandbox's own program: nothing it left in the
+        frames above the job's code may be a host pid (the docs: no host pids). The test collects the
+        host pids of its sandbox processes while the job runs."""
+        if tier is Tier.LANDLOCK:
+            request.applymarker(
+                pytest.mark.xfail(
+                    strict=True,
+                    reason="round 4: a Landlock-tier job reads its worker's host pid "
+                    "(the worker object's pid, and the seccomp guard's operand)",
+                )
+            )
+        result: list[ExecResult] = []
+        worker = threading.Thread(target=lambda: result.append(run(_INHERITED_INTS)))
+        host: set[int] = set()
+        worker.start()
+        while worker.is_alive():
+            host |= _host_descendants()
+            worker.join(0.02)
+        ints = report(result[0])
+        leaked = {name: value for name, value in ints.items() if value in host and value > 1}
+        assert leaked == {}
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="round 4: a pool job reads its worker's job counter (worker.jobs): how many jobs ran "
+        "before it on that worker, and whether the last one timed out (the counter restarts)",
+    )
+    def test_a_pool_job_cannot_tell_what_ran_before_it(self, tier: Tier):
+        """Every job of a worker must start from the same state: a counter that differs between
+        its first and third job tells a job how many ran before it, and (reset when a job times out
+        and its worker is replaced) lets one job pass a bit to the next."""
+        with Sandbox(tier=tier, limits=TEST_LIMITS, workers=1) as sandbox:
+            first = report(sandbox.run(_INHERITED_INTS))
+            sandbox.run("print(1)")
+            third = report(sandbox.run(_INHERITED_INTS))
+        differing = {name: (first[name], third.get(name)) for name in first if first[name] != third.get(name)}
+        assert differing == {}
