@@ -332,7 +332,8 @@ def _host_descendants() -> set[int]:
                     parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-    found, frontier = set(), {os.getpid()}
+    found: set[int] = set()
+    frontier = {os.getpid()}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier
