@@ -381,3 +381,36 @@ class TestInheritedState:
             third = report(sandbox.run(_INHERITED_INTS))
         differing = {name: (first[name], third.get(name)) for name in first if first[name] != third.get(name)}
         assert differing == {}
+
+
+class TestOtherJobs:
+    def test_a_job_cannot_signal_or_stop_a_concurrent_job(self, tier: Tier):
+        """Two workers run a sleeper and an attacker at once; the attacker sends ``SIGKILL`` and
+        ``SIGSTOP`` to every pid it can name (its own namespace's, and the host's whole default
+        range): the sleeper finishes normally."""
+        with Sandbox(tier=tier, limits=TEST_LIMITS, workers=2) as sandbox:
+            sleeper: list[ExecResult] = []
+            thread = threading.Thread(
+                target=lambda: sleeper.append(sandbox.run("import time\ntime.sleep(1.5)\nprint('alive')"))
+            )
+            thread.start()
+            time.sleep(0.3)
+            attacker = sandbox.run(
+                code("""
+                import os, signal
+                hit = 0
+                for sig in (signal.SIGSTOP, signal.SIGKILL):
+                    for pid in range(2, 65536):
+                        if pid == os.getpid():
+                            continue
+                        try:
+                            os.kill(pid, sig)
+                            hit += 1
+                        except OSError:
+                            pass
+                print({"hit": hit})
+                """)
+            )
+            thread.join()
+        assert report(attacker) == {"hit": 0}
+        assert (sleeper[0].exit_code, sleeper[0].stdout, sleeper[0].timed_out) == (0, "alive\n", False)
