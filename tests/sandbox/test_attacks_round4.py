@@ -299,6 +299,27 @@ class TestPoolLeftovers:
         assert first.exit_code == 0, first
         assert report(second) == {"seen": [], "cwd": []}
 
+    def test_a_jobs_processes_do_not_use_up_the_next_jobs_nproc(self, tier: Tier):
+        """Each job forks sleepers until ``RLIMIT_NPROC`` refuses and exits with them alive: if
+        any survived into the next job (or were not yet reaped), that job could fork fewer."""
+        forker = code("""
+            import os, time
+            forked = 0
+            while True:
+                try:
+                    pid = os.fork()
+                except OSError:
+                    break
+                if pid == 0:
+                    time.sleep(30)
+                    os._exit(0)
+                forked += 1
+            print({"forked": forked})
+        """)
+        with Sandbox(tier=tier, limits=TEST_LIMITS, workers=1) as sandbox:
+            counts = [int(str(report(sandbox.run(forker))["forked"])) for _ in range(3)]
+        assert counts[0] >= TEST_LIMITS.nproc - 4 and counts[1:] == counts[:1] * 2, counts
+
 
 # Every int a job can find in the interpreter state it starts with: the frames above its code, the
 # attributes of the objects they hold, and the 32-bit operands of any BPF program among them.
