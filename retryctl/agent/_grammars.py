@@ -7,6 +7,9 @@ constrains decoding instead: the model can only write the question's numbers, ea
 question gives it (plus the constants its words imply, :data:`UNIT_CONSTANTS`, any number of
 times), joined by ``+ - * /`` with parentheses. The ladder, narrow to wide:
 
+The operators are those the question's words invite (:mod:`._operators`: "each" invites ``*``, "left"
+``-``...; all four when no word invites any), on every rung but the widest.
+
 * ``permutations`` (strictness 1.0): exactly what the check accepts, in the canonical spacing
   (``7 * (8 - 5)``: one space around each operator, none inside parentheses, numbers as the
   question's values);
@@ -30,6 +33,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from retryctl.agent._members import UNIT_CONSTANTS, _implied, _numbers, _users_words, _words_of
+from retryctl.agent._operators import OPERATIONS, invited_operators
 from retryctl.agent._prompts import EXPRESSION_FORMAT
 from retryctl.models import Grammar, Message, rung_for
 
@@ -41,7 +45,10 @@ grows as 3^n (one alternative per sub-multiset and split) and llama.cpp follows 
 parenthesis may open (five numbers under three parentheses: ~10^5 parse stacks); past this the ladder
 starts at ``numbers``."""
 
-_OP = 'op ::= " + " | " - " | " * " | " / "'
+
+def _op_rule(ops: Sequence[str]) -> str:
+    """The ``op`` rule: the operators the question invites (:mod:`._operators`), one space around each."""
+    return "op ::= " + " | ".join(_literal(f" {op} ") for op in ops)
 
 
 def question_terms(messages: Sequence[Message]) -> tuple[list[str], list[str]] | None:
@@ -75,9 +82,11 @@ def _key(kind: str, numbers: tuple[str, ...]) -> str:
     return kind + "-" + "-".join(n.replace(".", "d") for n in numbers) if numbers else kind + "-none"
 
 
-def permutations_gbnf(numbers: Sequence[str], constants: Sequence[str]) -> str:
+def permutations_gbnf(
+    numbers: Sequence[str], constants: Sequence[str], ops: Sequence[str] = OPERATIONS
+) -> str:
     """Expressions using each of ``numbers`` exactly as often as listed and ``constants`` any number
-    of times, joined by ``+ - * /`` with parentheses (any nesting, redundant ones too).
+    of times, joined by the operators ``ops`` with parentheses (any nesting, redundant ones too).
 
     ``e(M)`` is an expression whose required numbers are the multiset ``M``: a term ``t(A)`` for a
     sub-multiset ``A`` (possibly empty: a constant, or all of ``M``), an operator, then ``e(M - A)``;
@@ -127,17 +136,17 @@ def permutations_gbnf(numbers: Sequence[str], constants: Sequence[str]) -> str:
         return key
 
     top = expr(tuple(numbers))
-    return "\n".join([_envelope(top), _OP, *(f"{k} ::= {v}" for k, v in rules.items())])
+    return "\n".join([_envelope(top), _op_rule(ops), *(f"{k} ::= {v}" for k, v in rules.items())])
 
 
-def numbers_gbnf(numbers: Sequence[str], constants: Sequence[str]) -> str:
-    """Expressions of ``numbers`` and ``constants``, each any number of times, joined by ``+ - * /``
-    with parentheses."""
+def numbers_gbnf(numbers: Sequence[str], constants: Sequence[str], ops: Sequence[str] = OPERATIONS) -> str:
+    """Expressions of ``numbers`` and ``constants``, each any number of times, joined by the
+    operators ``ops`` with parentheses."""
     values = " | ".join(_literal(n) for n in dict.fromkeys([*numbers, *constants]))
     return "\n".join(
         [
             _envelope("expr"),
-            _OP,
+            _op_rule(ops),
             "expr ::= term (op term)*",
             'term ::= num | "(" expr ")"',
             f"num ::= {values}",
@@ -166,24 +175,28 @@ def _ladder(text: str | None) -> tuple[Grammar, ...]:
     if terms is None or not terms[0]:
         return (wide,)
     numbers, constants = terms
+    ops = invited_operators(text or "")
     shown = ", ".join(numbers)
     extra = f" (and {', '.join(constants)} any number of times)" if constants else ""
+    joined = " ".join(ops)
     ladder = []
     if len(numbers) <= MAX_PERMUTED:
         ladder.append(
             Grammar(
                 name="permutations",
-                gbnf=permutations_gbnf(numbers, constants),
+                gbnf=permutations_gbnf(numbers, constants, ops),
                 strictness=1.0,
-                description=f"{shown}, each as often as given{extra}, joined by + - * /",
+                description=f"{shown}, each as often as given{extra}, joined by {joined}",
             )
         )
     ladder.append(
         Grammar(
             name="numbers",
-            gbnf=numbers_gbnf(numbers, constants),
+            gbnf=numbers_gbnf(numbers, constants, ops),
             strictness=0.8,
-            description=f"{', '.join(dict.fromkeys(numbers))}{extra}, any number of times, joined by + - * /",
+            description=(
+                f"{', '.join(dict.fromkeys(numbers))}{extra}, any number of times, joined by {joined}"
+            ),
         )
     )
     return (*ladder, wide)

@@ -24,6 +24,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from retryctl.agent._counts import COUNT_FINDING, with_count_finding
+from retryctl.agent._operators import uninvited_operators
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
     EXPRESSION_PATTERN,
@@ -99,7 +100,8 @@ the question writes it, and no others (UNIT_CONSTANTS aside)."""
 _USES = r"uses [0-9., and]+?, which (?:is|are) not in the question"
 _REPEATS = r"uses [0-9., and]+? more often than the question gives (?:it|them)"
 _LEAVES_OUT = r"leaves out [0-9., and]+?, which the question gives"
-_PART = rf"(?:{_USES}|{_REPEATS}|{_LEAVES_OUT})"
+_OPS = r"uses [-+*/](?:(?:, | and )[-+*/])*, which no word of the question asks for"
+_PART = rf"(?:{_USES}|{_REPEATS}|{_LEAVES_OUT}|{_OPS})"
 _FINDING = re.compile(rf"""the expression (?:'[^']*'|"[^"]*") {_PART}(?:; it also {_PART})*""")
 
 
@@ -180,7 +182,11 @@ def _listed(numbers: list[str]) -> str:
 
 
 def _finding(
-    expression: str, invented: Sequence[str], left_out: Sequence[str] = (), repeated: Sequence[str] = ()
+    expression: str,
+    invented: Sequence[str],
+    left_out: Sequence[str] = (),
+    repeated: Sequence[str] = (),
+    operators: Sequence[str] = (),
 ) -> str:
     """The check's evidence: ``the expression '5 * 3 - 2' uses 3 and 2, which are not in the
     question; it also leaves out 7 and 8, which the question gives`` (each part alone when only it
@@ -194,6 +200,8 @@ def _finding(
         parts.append(f"uses {_listed(list(repeated))} more often than the question gives {pronoun}")
     if left_out:
         parts.append(f"leaves out {_listed(list(left_out))}, which the question gives")
+    if operators:
+        parts.append(f"uses {_listed(list(operators))}, which no word of the question asks for")
     return f"the expression {expression!r} {'; it also '.join(parts)}"
 
 
@@ -382,8 +390,10 @@ class ToolBackend:
         invented = ungrounded_numbers(expression, messages) if messages is not None else []
         left_out = unused_numbers(expression, messages) if messages is not None else []
         repeated = repeated_numbers(expression, messages) if messages is not None else []
-        if invented or left_out or repeated:
-            why = _finding(expression, invented, left_out, repeated)  # read back by numbers_from_question
+        operators = uninvited_operators(expression, messages) if messages is not None else []
+        if invented or left_out or repeated or operators:
+            # Read back by numbers_from_question.
+            why = _finding(expression, invented, left_out, repeated, operators)
             return dataclasses.replace(drawn, text=f"{NO_ANSWER}{why}", answer=None)
         call = {
             "name": self.tool.name,

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from retryctl.agent._grammars import MAX_PERMUTED, expression_ladder, grammar_for
 from retryctl.agent._members import repeated_numbers, ungrounded_numbers, unused_numbers
+from retryctl.agent._operators import uninvited_operators
 from retryctl.models import Message
 from tests.agent._gbnf import GbnfOracle
 from tests.models.conftest import needs_llama
@@ -39,12 +40,24 @@ def _checked(expression: str, messages: list[Message]) -> bool:
         ungrounded_numbers(expression, messages)
         or unused_numbers(expression, messages)
         or repeated_numbers(expression, messages)
+        or uninvited_operators(expression, messages)
     )
 
 
 _NUMBER = st.sampled_from(["2", "3", "5", "7", "8", "12", "15", "40", "2.5", "0", "1", "60", "100"])
 _WORD = st.sampled_from(
-    ["", "each day", "for a week", "by the dozen", "and half of them", "in a pair", "and none"]
+    [
+        "",
+        "each day",
+        "for a week",
+        "by the dozen",
+        "and half of them",
+        "in a pair",
+        "and none",
+        "and loses some",
+        "to share equally",
+        "times over",
+    ]
 )
 
 
@@ -100,7 +113,8 @@ class TestStrictRungIsTheCheck:
         wide = grammar_for(messages, 0.8)
         assert wide is not None and wide.name == "numbers" and wide.gbnf is not None
         admitted = oracle.accepts(wide.gbnf, json.dumps({"expression": expression}))
-        assert admitted == (not ungrounded_numbers(expression, messages))
+        invented = ungrounded_numbers(expression, messages) or uninvited_operators(expression, messages)
+        assert admitted == (not invented)
 
     @pytest.mark.parametrize(
         ("expression", "admitted"),
@@ -112,10 +126,12 @@ class TestStrictRungIsTheCheck:
             ("7 * 8 - 5 - 5", False),  # 5 twice
             ("5 * 3 - 2", False),  # the old example's shape
             ("7*8-5", False),  # not the canonical spacing
+            ("7 * 8 + 5", False),  # no word asks for +
         ],
     )
     def test_the_demo_question(self, oracle: GbnfOracle, expression: str, admitted: bool) -> None:
-        messages = _question(["7", "8", "5"], "")
+        question = "Mia has 7 boxes of 8 crayons. She loses 5 crayons. How many crayons does she have?"
+        messages: list[Message] = [{"role": "user", "content": question}]
         strict = grammar_for(messages, 1.0)
         assert strict is not None and strict.gbnf is not None
         assert oracle.accepts(strict.gbnf, json.dumps({"expression": expression})) is admitted
@@ -193,6 +209,6 @@ class TestExpressionMembersDecodeUnderTheLadder:
         drawn = Candidate(text='{"expression": "66 - 18"}', model="m", grammar="permutations")
         [cand] = ToolBackend(ScriptedBackend([drawn], model="m"), CalculatorTool()).sample_sync(self.QUESTION)
         assert (
-            "grammar 'permutations' allowed 18, 66, each as often as given, joined by + - * /; "
+            "grammar 'permutations' allowed 18, 66, each as often as given, joined by -; "
             "the model chose 66 - 18"
         ) in cand.notes

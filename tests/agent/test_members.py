@@ -42,7 +42,9 @@ class TestToolBackend:
     def test_the_calculator_evaluates_each_expression_exactly(self) -> None:
         model = ScriptedBackend(['{"expression": "7 * 8 - 5"}', '{"expression": "7 / (8 - 5)"}'], model="m")
         tool = ToolBackend(model, CalculatorTool())
-        first, second = tool.sample_sync(Q, SamplingParams(temperature=0.9, seed=1), k=2)
+        # "shared equally" asks for a division (retryctl.agent._operators): 7 / 3 reaches the tool.
+        shared = [{"role": "user", "content": f"{Q[0]['content']} They are shared equally."}]
+        first, second = tool.sample_sync(shared, SamplingParams(temperature=0.9, seed=1), k=2)
         assert (first.text, first.answer) == ("7 * 8 - 5 = 51", "51")
         assert (second.answer, demo_equivalence(second.text)) == ("7/3", "7/3")
         [call] = model.calls
@@ -85,7 +87,8 @@ class TestToolBackend:
             ['{"expression": "7 * 8 - 5"}', '{"expression": "(7 * 8 - 5) / 0"}'], model="m"
         )
         # "none" makes 0 a number of the question (UNIT_CONSTANTS): the division reaches python.
-        asked = [{"role": "user", "content": f"{Q[0]['content']} None are broken."}]
+        # ("shared equally" asks for the division itself.)
+        asked = [{"role": "user", "content": f"{Q[0]['content']} None are broken or shared equally."}]
         ok, failed = asyncio.run(ToolBackend(model, PythonTool()).sample(asked, k=2))
         assert (ok.text, ok.answer) == ("7 * 8 - 5 = 51", "51")
         assert failed.answer is None and "python refused" in failed.text
@@ -206,8 +209,8 @@ class TestNumbersFromQuestion:
                 "the expression '7 * 8 * 40 - 5 - 15' uses 40 and 15, which are not in the question",
             ),
             (
-                "7 + 8 + 5 + 13 + 14 + 15",
-                "the expression '7 + 8 + 5 + 13 + 14 + 15' uses 13, 14 and 15, which are not in the question",
+                "7 * 8 - 5 - 13 - 14 - 15",
+                "the expression '7 * 8 - 5 - 13 - 14 - 15' uses 13, 14 and 15, which are not in the question",
             ),
             ("7 * 8", "the expression '7 * 8' leaves out 5, which the question gives"),
         ],
@@ -258,9 +261,9 @@ class TestRepeatedNumbers:
         eva = [{"role": "user", "content": "Eva has 11 apples and loses 10. How many apples are left?"}]
         assert repeated_numbers("11 * 10 - 10", eva) == ["10"]
         assert repeated_numbers("11 - 10", eva) == []
-        model = ScriptedBackend(['{"expression": "11 * 10 - 10"}'], model="m")
+        model = ScriptedBackend(['{"expression": "11 - 10 - 10"}'], model="m")
         [cand] = ToolBackend(model, CalculatorTool()).sample_sync(eva)
-        finding = "the expression '11 * 10 - 10' uses 10 more often than the question gives it"
+        finding = "the expression '11 - 10 - 10' uses 10 more often than the question gives it"
         assert (cand.answer, cand.text) == (None, f"{NO_ANSWER}{finding}")
         assert numbers_from_question(cand.text) == ValidatorResult(NUMBERS_CHECK, False, finding)
 

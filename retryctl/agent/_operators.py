@@ -1,0 +1,98 @@
+"""The operations a question's words ask for: the numbers check's twin for ``+ - * /``.
+
+SmolLM2-135M, held by the grammar to a question's numbers, still reaches for ``*`` first: ``36 * 16``
+for "36 cookies on a table and 16 on a chair: how many in all?", ``12 * 7`` for "12 bottles, loses 7",
+each written by most of its samples, so the controller saw agreement and accepted (set A of the
+development set: 4 of the 11 accepted answers of a run before this check were such products). An
+operation is *invited* by the words that ask for it, as a constant is implied by its word
+(:data:`~retryctl.agent._members.UNIT_CONSTANTS`): "each", "per" or "times" invite ``*``; "share",
+"equally" or "among" invite ``/``; "left", "gave" or "loses" invite ``-``; "and", "more" or "in all"
+invite ``+``. The operators themselves (``+``, "plus", "minus"...) invite themselves. A question with
+no such word invites all four: the check never refuses what it cannot read.
+
+The lists are ordinary English for the four operations, written from the words' meaning, not from
+the development set's templates (the held-out family, :mod:`retryctl.evals._heldout`, was never read
+while writing them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+from retryctl.models import Message
+
+__all__ = ["OPERATIONS", "OPERATOR_WORDS", "invited_operators", "uninvited_operators"]
+
+OPERATIONS = ("+", "-", "*", "/")
+"""The operators an expression may use, in the order grammars list them."""
+
+OPERATOR_WORDS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "+": frozenset((
+            "and", "plus", "more", "total", "sum", "altogether", "together", "combined", "all", "gets",
+            "get", "got", "buys", "buy", "bought", "adds", "add", "added", "finds", "found", "receives",
+            "received", "collects", "collected", "gains", "gained", "another", "extra", "also", "both",
+            "increases", "increased", "joins", "joined", "picks", "picked", "earns", "earned", "makes",
+            "made", "brings", "brought"
+        )),
+        "-": frozenset((
+            "minus", "left", "lose", "loses", "lost", "give", "gives", "gave", "away", "sell", "sells",
+            "sold", "spend", "spends", "spent", "eat", "eats", "ate", "use", "uses", "used", "take",
+            "takes", "took", "remove", "removes", "removed", "fewer", "less", "remain", "remains",
+            "remaining", "difference", "break", "breaks", "broke", "drop", "drops", "dropped", "than",
+            "leaves", "pay", "pays", "paid", "subtract", "subtracted"
+        )),
+        "*": frozenset((
+            "times", "each", "every", "per", "of", "rows", "groups", "twice", "double", "triple",
+            "multiplied", "multiply", "product", "dozen", "dozens"
+        )),
+        "/": frozenset((
+            "divided", "divide", "divides", "share", "shares", "shared", "split", "splits", "equally",
+            "equal", "among", "between", "per", "each", "half", "halves", "average", "ratio", "quotient"
+        )),
+    }
+)  # fmt: skip
+"""The words that invite each operation (lower case, whole words)."""
+
+_SYMBOLS = {"+": "+", "-": "-", "*": "*×x", "/": "/÷"}
+_WORD = re.compile(r"[a-z]+")
+_OPERATOR = re.compile(r"(?<=\S) ([-+*/]) (?=\S)|(?<=[\d)])([-+*/])(?=[\d(])")
+
+
+def invited_operators(text: str) -> tuple[str, ...]:
+    """The operations ``text`` invites (all four when no word or symbol invites any)."""
+    words = set(_WORD.findall(text.lower()))
+    found = tuple(
+        op
+        for op in OPERATIONS
+        if not words.isdisjoint(OPERATOR_WORDS[op])
+        or any(s in text for s in _SYMBOLS[op] if s != "x")
+        or ("x" in _SYMBOLS[op] and re.search(r"\d\s*x\s*\d", text) is not None)
+    )
+    return found or OPERATIONS
+
+
+def _question(messages: Sequence[Message]) -> str | None:
+    from retryctl.agent._members import _users_words  # the check's findings are not the user's words
+
+    question = next((m for m in messages if m.get("role") == "user"), None)
+    return None if question is None else _users_words(question)
+
+
+def uninvited_operators(expression: str, messages: Sequence[Message]) -> list[str]:
+    """The operators of ``expression`` that the question (the first user message) does not invite,
+    each listed once, in :data:`OPERATIONS` order."""
+    text = _question(messages)
+    if text is None:
+        return []
+    invited = invited_operators(text)
+    used = {a or b for a, b in _OPERATOR.findall(expression)}
+    return [op for op in OPERATIONS if op in used and op not in invited]
+
+
+def question_operators(messages: Sequence[Message]) -> tuple[str, ...]:
+    """:func:`invited_operators` of the question in ``messages`` (all four without one)."""
+    text = _question(messages)
+    return OPERATIONS if text is None else invited_operators(text)
