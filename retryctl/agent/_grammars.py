@@ -32,9 +32,9 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from retryctl.agent._members import UNIT_CONSTANTS, _implied, _numbers, _users_words, _words_of
 from retryctl.agent._operators import OPERATIONS, invited_operators
 from retryctl.agent._prompts import EXPRESSION_FORMAT
+from retryctl.agent._reading import UNIT_CONSTANTS, _implied, _numbers, _users_words, _words_of
 from retryctl.models import Grammar, Message, rung_for
 
 __all__ = ["MAX_PERMUTED", "expression_ladder", "grammar_for", "question_terms"]

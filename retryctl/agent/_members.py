@@ -16,14 +16,14 @@ import dataclasses
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from retryctl.agent._counts import COUNT_FINDING, with_count_finding
+from retryctl.agent._counts import with_count_finding
+from retryctl.agent._grammars import expression_ladder, grammar_for
 from retryctl.agent._operators import uninvited_operators
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
@@ -33,6 +33,14 @@ from retryctl.agent._prompts import (
     demo_equivalence,
     expression_prompt,
     parse_expression,
+)
+from retryctl.agent._reading import (
+    _FINDING,
+    UNIT_CONSTANTS,
+    _implied,
+    _numbers,
+    _users_words,
+    _words_of,
 )
 from retryctl.controller import ValidatorResult, normalise_number
 from retryctl.exceptions import ConfigError
@@ -59,61 +67,9 @@ __all__ = [
     "ungrounded_numbers",
 ]
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_WORD = re.compile(r"[a-z]+")
-UNIT_CONSTANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "0": ("zero", "none", "nothing", "empty"),
-        "1": ("one", "once", "half", "halves", "third", "thirds", "quarter", "quarters", "tenth",
-              "tenths", "percent", "%"),
-        "2": ("two", "twice", "double", "doubles", "half", "halves", "pair", "pairs", "both"),
-        "3": ("three", "triple", "third", "thirds"),
-        "4": ("four", "quarter", "quarters"),
-        "5": ("five",),
-        "6": ("six",),
-        "7": ("seven", "week", "weeks"),
-        "8": ("eight",),
-        "9": ("nine",),
-        "10": ("ten", "tenth", "tenths"),
-        "11": ("eleven",),
-        "12": ("twelve", "dozen", "dozens", "month", "months"),
-        "24": ("day", "days"),
-        "60": ("hour", "hours", "minute", "minutes"),
-        "100": ("percent", "%", "cent", "cents", "century"),
-        "1000": ("thousand", "thousands", "kilogram", "kilograms", "kilometre", "kilometres", "kilometer",
-                 "kilometers", "km", "kg", "litre", "litres", "liter", "liters", "gram", "grams"),
-    }
-)  # fmt: skip
-"""Numbers an expression may use without the question writing them as digits, each with the words
-that imply it: ``2`` for "twice" or "half", ``12`` for "dozen", ``60`` for "hours"... ``1`` and ``0``
-need a word too ("one", "half" as ``1 / 2``; "none"): under the grammar that holds the model to the
-question's numbers, a free ``1`` was its way around them (``9 * 1 + 9``, ``10 + 5 - 1`` on the
-development set). A constant without its word in the question is invented: ``5 * 3 + 2`` for "5 trays
-of 3 cookies" copies the prompt's example, not the problem."""
-
 NUMBERS_CHECK = "numbers_from_question"
 """The name of the check that an expression uses the question's numbers, all of them, each as often as
 the question writes it, and no others (UNIT_CONSTANTS aside)."""
-
-# The check's findings, as the candidate's text and the refine feedback quote them. Their own numbers
-# are not the user's: a refine round that quotes "uses 2" must not make 2 a number of the question.
-_USES = r"uses [0-9., and]+?, which (?:is|are) not in the question"
-_REPEATS = r"uses [0-9., and]+? more often than the question gives (?:it|them)"
-_LEAVES_OUT = r"leaves out [0-9., and]+?, which the question gives"
-_OPS = r"uses [-+*/](?:(?:, | and )[-+*/])*, which no word of the question asks for"
-_PART = rf"(?:{_USES}|{_REPEATS}|{_LEAVES_OUT}|{_OPS})"
-_FINDING = re.compile(rf"""the expression (?:'[^']*'|"[^"]*") {_PART}(?:; it also {_PART})*""")
-
-
-def _numbers(text: str) -> list[str]:
-    """The numbers written in ``text`` as values (``2.50`` is ``2.5``, ``1,200`` is ``1200``)."""
-    return [n.rstrip("0").rstrip(".") if "." in n else n for n in _NUMBER.findall(text.replace(",", ""))]
-
-
-def _users_words(message: Message) -> str:
-    """A user message's text without the checks' own findings quoted back in a refine round (the
-    numbers check's and the count check's: "-48 is negative" gives no 48)."""
-    return COUNT_FINDING.sub("", _FINDING.sub("", str(message.get("content") or "")))
 
 
 def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
@@ -127,17 +83,6 @@ def ungrounded_numbers(expression: str, messages: list[Message]) -> list[str]:
     said = set(_numbers(text))
     words = _words_of(text)
     return list(dict.fromkeys(n for n in _numbers(expression) if n not in said and not _implied(n, words)))
-
-
-def _words_of(text: str) -> set[str]:
-    """The lower-case words of ``text`` (and ``%``), as :func:`_implied` reads them."""
-    return set(_WORD.findall(text.lower())) | ({"%"} if "%" in text else set())
-
-
-def _implied(number: str, words: set[str]) -> bool:
-    """Whether ``number`` is a constant the question's ``words`` imply."""
-    implying = UNIT_CONSTANTS.get(number)
-    return implying is not None and (not implying or not words.isdisjoint(implying))
 
 
 def repeated_numbers(expression: str, messages: list[Message]) -> list[str]:
@@ -319,8 +264,6 @@ def _chosen(drawn: Candidate, expression: str, messages: list[Message] | None) -
     """What the grammar allowed and what the model chose, for the candidate's notes."""
     if drawn.grammar is None or messages is None:
         return ()
-    from retryctl.agent._grammars import expression_ladder
-
     rung = next((g for g in expression_ladder(messages) if g.name == drawn.grammar), None)
     allowed = rung.description if rung is not None and rung.description else drawn.grammar
     return (f"grammar {drawn.grammar!r} allowed {allowed}; the model chose {expression}",)
@@ -366,8 +309,6 @@ class ToolBackend:
         """The grammar this member decodes under at ``strictness``: the rung of the question's ladder
         (:func:`~retryctl.agent._grammars.expression_ladder`), ``None`` below every rung (then only
         ``EXPRESSION_FORMAT`` shapes the output, and the check runs after decoding as always)."""
-        from retryctl.agent._grammars import grammar_for  # it builds on this module's check
-
         return grammar_for(normalise_messages(messages), strictness)
 
     def _params(self, params: SamplingParams | None, asked: list[Message]) -> SamplingParams:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from retryctl.agent._reading import _users_words
 from retryctl.models import Message
 
 __all__ = ["OPERATIONS", "OPERATOR_WORDS", "invited_operators", "uninvited_operators"]
@@ -75,8 +76,7 @@ def invited_operators(text: str) -> tuple[str, ...]:
 
 
 def _question(messages: Sequence[Message]) -> str | None:
-    from retryctl.agent._members import _users_words  # the check's findings are not the user's words
-
+    # The checks' findings quoted back by a refine round are not the user's words.
     question = next((m for m in messages if m.get("role") == "user"), None)
     return None if question is None else _users_words(question)
 

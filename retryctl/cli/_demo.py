@@ -332,6 +332,8 @@ def demo(
                 typer.echo(f"problem: {base_url}: {one_line(result['problem'])}", err=True)
             codes.append(EXIT_CODES.get(str(result.get("status")), _FAILED_EXIT))
             failed = failed or bool(result.get("problem")) or str(result.get("status")) not in EXIT_CODES
+            if result.get("problem"):
+                break  # no model answered (a server down): the next question would say the same
         # One question: its own exit code. The tour: 0 when a model answered every question and each
         # ended in a verdict (an abstention is one of the things it shows), else 3.
         code = codes[0] if len(codes) == 1 else (_FAILED_EXIT if failed else 0)

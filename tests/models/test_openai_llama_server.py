@@ -86,10 +86,8 @@ class TestDemoOnLlamaServer:
         )  # fmt: skip
         assert proc.returncode in (0, 3, 4), proc.stdout + proc.stderr
         assert "Traceback" not in proc.stdout + proc.stderr
-        if proc.returncode == 0:
-            assert "answer: " in proc.stdout and (
-                "by calculator" in proc.stdout or "by python" in proc.stdout
-            )
+        if proc.returncode == 0:  # the tour: each built-in question ended in a verdict
+            assert "question 1 of 3" in proc.stdout and "question 3 of 3" in proc.stdout
         warnings = [line for line in proc.stderr.splitlines() if "capability_refused" in line]
         assert len(warnings) == 1 and warnings[0].startswith("warning: "), proc.stderr
         assert "feature='json_schema'" in warnings[0]
