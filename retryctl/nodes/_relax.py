@@ -2,9 +2,9 @@
 
 A member's strictness is ``policy.relaxation.strictness(failures)``, its failures counted in the
 step's state (``control["relaxed"]``, by member) so that a checkpointed step resumes with them. A
-``refine`` of an attempt whose candidates were decoded under a grammar and failed a check is one failure
-more, unless the schedule is at its floor: the verdict's reason says which, the feedback to the model gets one line,
-and the record carries it as data (``candidates_summary["relaxation"]``).
+``refine`` of an attempt whose candidates were decoded under a grammar and failed a check is one
+failure more, unless the schedule is at its floor: the verdict's reason says which, the feedback to the
+model gets one line, and the record carries it as data (``candidates_summary["relaxation"]``).
 """
 
 from __future__ import annotations
