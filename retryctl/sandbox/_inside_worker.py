@@ -91,17 +91,24 @@ _JOB_NPROC_BASE = 3
 worker, the job's init and the job's first process."""
 
 
+class _RunJob(BaseException):
+    """Raised in a job's process once it is confined, with ``(code, workdir)``: it unwinds every
+    frame of the worker's program up to :func:`worker_main`, which frees the :class:`Worker` (its
+    config, the guard holding its pid, its state) before the job's code runs. So nothing the job can
+    reach from its interpreter (the frames above its code, or a walk of the heap) is the worker's."""
+
+
 class Worker:
-    """The warm worker's state: its config, job counter and the next job's pre-forked processes."""
+    """The warm worker's state: its config and the next job's pre-forked processes. It keeps no
+    count of jobs or anything else that changes between them, and neither the caller's pid nor its
+    own (see :class:`_RunJob`, and :meth:`setup`, which uses the caller's pid and drops it)."""
 
     def __init__(self, cfg: dict) -> None:  # type: ignore[type-arg]
         self.cfg = cfg
         self.root = cfg["root"]
-        self.jobs = 0
         self.next: tuple | None = None  # type: ignore[type-arg]
         """The pre-forked child waiting for the next job: (pid, work dir, job pipe, status pipe, outs)."""
         self.scoped = bool(cfg["scoped_kill"])
-        self.pid = posix.getpid()
         self.isolated = False
         """Each job gets namespaces and a tmpfs of its own (user namespaces work here)."""
         self.mounted = False
@@ -111,11 +118,12 @@ class Worker:
         self.guard = None
         if cfg["guard"] is not None:
             program, pid_at, neg_at = cfg["guard"]
+            pid = posix.getpid()
             patched = bytearray(program)
             for offset in pid_at:
-                struct.pack_into("<I", patched, offset, self.pid)
+                struct.pack_into("<I", patched, offset, pid)
             for offset in neg_at:
-                struct.pack_into("<I", patched, offset, (-self.pid) & 0xFFFFFFFF)
+                struct.pack_into("<I", patched, offset, (-pid) & 0xFFFFFFFF)
             self.guard = bytes(patched)
 
     def setup(self) -> None:
@@ -154,11 +162,15 @@ class Worker:
                 posix.mkdir(path, 0o700)
             except FileExistsError:
                 pass
-        if self.cfg["parent_pid"]:
+        # The /dev/null that output past the cap goes to: opened now, so that no job's output changes
+        # the worker's state (or the descriptor numbers the next job's pipes get).
+        _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
+        parent = self.cfg.pop("parent_pid")  # the caller's host pid: kept nowhere a job is forked
+        if parent:
             # Last, after every credential change (which would reset it); a caller that died before
             # it was set has already re-parented this worker.
             prctl(PR_SET_PDEATHSIG, _SIGKILL)
-            if posix.getppid() != self.cfg["parent_pid"]:
+            if posix.getppid() != parent:
                 posix._exit(125)
         abi = self.cfg["landlock_abi"]
         if self.cfg["worker_domain"]:
@@ -174,7 +186,6 @@ class Worker:
         pipe for its frame. Called after each answer (and before the first job)."""
         if self.next is not None:
             return
-        self.jobs += 1
         if self.mounted:  # the last job's tmpfs: everything in it is dead, so it is freed now
             unmount(self.root)
             self.mounted = False
@@ -198,7 +209,7 @@ class Worker:
                     posix.close(fd)
                 self._init(workdir, job_r, status_w, ends)
         else:
-            workdir = f"{self.root}/jobs/{self.jobs}"
+            workdir = f"{self.root}/jobs/{posix.urandom(8).hex()}"  # no count of earlier jobs
             posix.mkdir(workdir, 0o700)
             pid = posix.fork()
             if pid == 0:
@@ -279,6 +290,8 @@ class Worker:
                     if pid == job:
                         status = found
             posix.write(status_pipe, status.to_bytes(4, "big"))
+        except _RunJob:  # the job's process, on its way out of the worker's frames
+            raise
         except BaseException as exc:
             posix.write(2, b"sandbox init failed: " + repr(exc).encode())
             posix._exit(125)
@@ -319,7 +332,8 @@ class Worker:
         if files_error is not None:
             posix.write(2, f"sandbox: cannot write the job's files: {files_error}\n".encode())
             posix._exit(1)
-        posix._exit(exec_user_code(job["code"], workdir, set_env=True))
+        self.__dict__.clear()  # this process's copy; the worker's own is untouched
+        raise _RunJob(job["code"], workdir)
 
     def _wait(self, pid: int, deadline: float, workdir: str, *, outs: list, cap: int, limit: int) -> tuple:  # type: ignore[type-arg]
         """Wait for the job (its init, when isolated) to exit, moving its output as it comes; kill it
@@ -395,8 +409,6 @@ class _Output:
             moved = posix.splice(self.fd, self.file, cap - self.kept, flags=_SPLICE_F_NONBLOCK)
             self.kept += moved
             return moved
-        if _Output.sink < 0:
-            _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
         return posix.splice(self.fd, _Output.sink, 1 << 20, flags=_SPLICE_F_NONBLOCK)
 
     def pump(self, cap: int, limit: int) -> bool:
@@ -625,7 +637,19 @@ def _kill_all(scoped: bool, pgid: int) -> None:
 
 
 def worker_main() -> None:
-    """Warm mode: answer the config frame with a ready answer, then one answer per job."""
+    """Warm mode (see :func:`_serve_jobs`); in each job's process, once the worker's frames are
+    unwound (:class:`_RunJob`), the job's code."""
+    try:
+        _serve_jobs()
+    except _RunJob as start:
+        code, workdir = start.args
+    else:  # pragma: no cover - _serve_jobs only leaves by exiting or by a job's _RunJob
+        posix._exit(125)
+    posix._exit(exec_user_code(code, workdir, set_env=True))
+
+
+def _serve_jobs() -> None:
+    """Answer the config frame with a ready answer, then one answer per job."""
     try:
         worker = Worker(read_frame(0))
         worker.setup()
@@ -636,7 +660,7 @@ def worker_main() -> None:
     # Every object alive now is shared copy-on-write with each job; keep the collector off them.
     gc.freeze()
     worker.prefork()
-    _write_all(1, struct.pack(ANSWER, KIND_READY, worker.pid, 0, 0, 0, 0, 0))
+    _write_all(1, struct.pack(ANSWER, KIND_READY, posix.getpid(), 0, 0, 0, 0, 0))
     while True:
         try:
             worker.serve(read_frame(0)["limits"])
