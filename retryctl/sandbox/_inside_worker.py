@@ -101,7 +101,7 @@ class _RunJob(BaseException):
 class Worker:
     """The warm worker's state: its config and the next job's pre-forked processes. It keeps no
     count of jobs or anything else that changes between them, and neither the caller's pid nor its
-    own (see :class:`_RunJob`, and :meth:`setup`, which uses the caller's pid and drops it)."""
+    own (see :class:`_RunJob`; the caller is known by a pidfd, closed in :meth:`setup`)."""
 
     def __init__(self, cfg: dict) -> None:  # type: ignore[type-arg]
         self.cfg = cfg
@@ -165,12 +165,16 @@ class Worker:
         # The /dev/null that output past the cap goes to: opened now, so that no job's output changes
         # the worker's state (or the descriptor numbers the next job's pipes get).
         _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
-        parent = self.cfg.pop("parent_pid")  # the caller's host pid: kept nowhere a job is forked
-        if parent:
+        parent = self.cfg["parent_fd"]  # a pidfd of the caller: its pid never comes here
+        if parent >= 0:
             # Last, after every credential change (which would reset it); a caller that died before
-            # it was set has already re-parented this worker.
+            # it was set has already exited, which makes its pidfd readable.
             prctl(PR_SET_PDEATHSIG, _SIGKILL)
-            if posix.getppid() != parent:
+            poller = select.poll()
+            poller.register(parent, select.POLLIN)
+            gone = poller.poll(0)
+            posix.close(parent)
+            if gone:
                 posix._exit(125)
         abi = self.cfg["landlock_abi"]
         if self.cfg["worker_domain"]:

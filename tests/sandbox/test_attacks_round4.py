@@ -378,6 +378,29 @@ _HEAP_INTS = code("""
 """)
 
 
+# Past the interpreter: the job's heap (a fork of the worker's, where malloc put the config frame),
+# read with ctypes, for the config key that once carried the caller's pid and the ints after it.
+_MEMORY_INTS = code("""
+    import ctypes, os, struct, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sbrk.restype = ctypes.c_void_p
+    libc.write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    r, w = os.pipe()
+    end = start = libc.sbrk(0) & ~4095
+    while libc.write(w, start - 4096, 1) == 1:     # EFAULT, not a crash, below the heap
+        os.read(r, 1)
+        start -= 4096
+    data, found = ctypes.string_at(start, end - start), {}
+    at = data.find(b"parent_")
+    while at >= 0:
+        for skip in range(8, 24):
+            found[f"{start + at:x}+{skip}"] = struct.unpack_from("<I", data, at + skip)[0]
+        at = data.find(b"parent_", at + 1)
+    print(found, flush=True)
+    time.sleep(0.5)
+""")
+
+
 def _while_watched(run: Runner, program: str) -> dict[str, int]:
     """Run ``program`` and return the ints it reports that are the test's own pid or the host pid
     of one of its sandbox processes (collected while the job runs)."""
@@ -422,6 +445,12 @@ class TestInheritedState:
         """The same, found the other way: every container the collector knows of (after undoing
         any ``gc.freeze``), whoever still refers to it, and any dict holding a ``parent_pid``."""
         leaked = {name: value for name, value in _while_watched(run, _HEAP_INTS).items() if value > 1}
+        assert leaked == {}
+
+    def test_no_caller_pid_left_in_a_jobs_memory(self, run: Runner):
+        """The same in raw memory: the caller's pid never reaches the worker, so no freed buffer
+        of it (its config frame, say) can hold it where the job's ``ctypes`` reads."""
+        leaked = {name: value for name, value in _while_watched(run, _MEMORY_INTS).items() if value > 1}
         assert leaked == {}
 
     @pytest.mark.parametrize("program", [_INHERITED_INTS, _HEAP_INTS], ids=["frames", "heap"])
