@@ -115,16 +115,8 @@ class Worker:
         """A job's tmpfs is mounted over the root (unmounted before the next one is)."""
         self.lifeline = (-1, -1)
         """A pipe whose write end only this worker holds: a job's init exits when it reads EOF."""
-        self.guard = None
-        if cfg["guard"] is not None:
-            program, pid_at, neg_at = cfg["guard"]
-            pid = posix.getpid()
-            patched = bytearray(program)
-            for offset in pid_at:
-                struct.pack_into("<I", patched, offset, pid)
-            for offset in neg_at:
-                struct.pack_into("<I", patched, offset, (-pid) & 0xFFFFFFFF)
-            self.guard = bytes(patched)
+        self.guard: bytes | None = None
+        """The seccomp guard naming this worker's pid, made only where jobs share its pid namespace."""
 
     def setup(self) -> None:
         """Confine the worker itself: no core dumps of its memory, reaper of orphans, a user namespace
@@ -176,6 +168,15 @@ class Worker:
             posix.close(parent)
             if gone:
                 posix._exit(125)
+        if self.cfg["guard"] is not None and not self.isolated:  # a pid namespace hides the worker
+            program, pid_at, neg_at = self.cfg["guard"]
+            pid = posix.getpid()
+            patched = bytearray(program)
+            for offset in pid_at:
+                struct.pack_into("<I", patched, offset, pid)
+            for offset in neg_at:
+                struct.pack_into("<I", patched, offset, (-pid) & 0xFFFFFFFF)
+            self.guard = bytes(patched)
         abi = self.cfg["landlock_abi"]
         if self.cfg["worker_domain"]:
             # A domain handling filesystem rights would forbid the jobs' init its mounts.
@@ -318,7 +319,7 @@ class Worker:
             prctl(PR_SET_THP_DISABLE, 1)  # see direct_main: before seccomp, which then locks it
             if self.cfg["seccomp"] is not None:
                 seccomp_install(self.cfg["seccomp"])
-            if self.guard is not None and not self.isolated:  # a pid namespace hides the worker
+            if self.guard is not None:
                 seccomp_install(self.guard)
             job = read_frame(3)
             posix.close(3)

@@ -497,3 +497,33 @@ class TestOtherJobs:
             thread.join()
         assert report(attacker) == {"hit": 0}
         assert (sleeper[0].exit_code, sleeper[0].stdout, sleeper[0].timed_out) == (0, "alive\n", False)
+
+
+class TestWithoutNamespaces:
+    """Where jobs share the worker's pid namespace, the seccomp guard naming the worker's pid (now
+    made only there, at the worker's start-up) still keeps a job from signalling it."""
+
+    def test_a_job_cannot_signal_its_worker(self, tier: Tier, monkeypatch: pytest.MonkeyPatch):
+        from retryctl.sandbox import _worker
+
+        config = _worker.WorkerProcess._config
+
+        def without_namespaces(self: _worker.WorkerProcess, root: str) -> dict[str, object]:
+            return dict(config(self, root), isolate=False)
+
+        monkeypatch.setattr(_worker.WorkerProcess, "_config", without_namespaces)
+        attack = code("""
+            import os, signal
+            refused = []
+            for target in (os.getppid(), -os.getppid(), -1):
+                try:
+                    os.kill(target, signal.SIGKILL)
+                except PermissionError:
+                    refused.append(target < 0)
+            print({"refused": refused})
+        """)
+        with Sandbox(tier=tier, limits=TEST_LIMITS, workers=1) as sandbox:
+            first = sandbox.run(attack)
+            second = sandbox.run("print('next')")
+        assert report(first) == {"refused": [False, True, True]}
+        assert (second.exit_code, second.stdout) == (0, "next\n")
