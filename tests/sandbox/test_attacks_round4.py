@@ -401,6 +401,26 @@ _MEMORY_INTS = code("""
 """)
 
 
+# Whatever of the sandbox's own program state a job reaches, by the frames above its code or the
+# heap: instances of the program's classes (module ``__main__``, as the job's own would be: the
+# probe defines none) and the worker's config (a dict with its "seccomp" and "root" keys).
+_WORKER_STATE = code("""
+    import gc
+    gc.unfreeze()
+    found, frame = set(), __import__("sys")._getframe().f_back
+    objects = list(gc.get_objects())
+    while frame is not None:
+        objects += list(frame.f_locals.values())
+        frame = frame.f_back
+    for obj in objects:
+        if type(obj).__module__ == "__main__" and not isinstance(obj, type):
+            found.add(type(obj).__name__)
+        elif isinstance(obj, dict) and "seccomp" in obj and "root" in obj:
+            found.add("config")
+    print({"found": sorted(found)})
+""")
+
+
 def _while_watched(run: Runner, program: str) -> dict[str, int]:
     """Run ``program`` and return the ints it reports that are the test's own pid or the host pid
     of one of its sandbox processes (collected while the job runs)."""
@@ -446,6 +466,12 @@ class TestInheritedState:
         any ``gc.freeze``), whoever still refers to it, and any dict holding a ``parent_pid``."""
         leaked = {name: value for name, value in _while_watched(run, _HEAP_INTS).items() if value > 1}
         assert leaked == {}
+
+    def test_no_worker_state_is_reachable_from_a_job(self, run: Runner):
+        """Not only no pid: nothing of the worker (its object, its output queues, its config) is
+        left for a job's interpreter to find, so no later change to it can become a leak. The
+        program's libc bindings (a ``dlopen`` handle and function pointers) hold no state."""
+        assert set(report(run(_WORKER_STATE))["found"]) <= {"_Libc", "_LibcFunc"}  # type: ignore[arg-type]
 
     def test_no_caller_pid_left_in_a_jobs_memory(self, run: Runner):
         """The same in raw memory: the caller's pid never reaches the worker, so no freed buffer
