@@ -91,32 +91,32 @@ _JOB_NPROC_BASE = 3
 worker, the job's init and the job's first process."""
 
 
+class _RunJob(BaseException):
+    """Raised in a job's process once it is confined, with ``(code, workdir)``: it unwinds every
+    frame of the worker's program up to :func:`worker_main`, which frees the :class:`Worker` (its
+    config, the guard holding its pid, its state) before the job's code runs. So nothing the job can
+    reach from its interpreter (the frames above its code, or a walk of the heap) is the worker's."""
+
+
 class Worker:
-    """The warm worker's state: its config, job counter and the next job's pre-forked processes."""
+    """The warm worker's state: its config and the next job's pre-forked processes. It keeps no
+    count of jobs or anything else that changes between them, and neither the caller's pid nor its
+    own (see :class:`_RunJob`; the caller is known by a pidfd, closed in :meth:`setup`)."""
 
     def __init__(self, cfg: dict) -> None:  # type: ignore[type-arg]
         self.cfg = cfg
         self.root = cfg["root"]
-        self.jobs = 0
         self.next: tuple | None = None  # type: ignore[type-arg]
         """The pre-forked child waiting for the next job: (pid, work dir, job pipe, status pipe, outs)."""
         self.scoped = bool(cfg["scoped_kill"])
-        self.pid = posix.getpid()
         self.isolated = False
         """Each job gets namespaces and a tmpfs of its own (user namespaces work here)."""
         self.mounted = False
         """A job's tmpfs is mounted over the root (unmounted before the next one is)."""
         self.lifeline = (-1, -1)
         """A pipe whose write end only this worker holds: a job's init exits when it reads EOF."""
-        self.guard = None
-        if cfg["guard"] is not None:
-            program, pid_at, neg_at = cfg["guard"]
-            patched = bytearray(program)
-            for offset in pid_at:
-                struct.pack_into("<I", patched, offset, self.pid)
-            for offset in neg_at:
-                struct.pack_into("<I", patched, offset, (-self.pid) & 0xFFFFFFFF)
-            self.guard = bytes(patched)
+        self.guard: bytes | None = None
+        """The seccomp guard naming this worker's pid, made only where jobs share its pid namespace."""
 
     def setup(self) -> None:
         """Confine the worker itself: no core dumps of its memory, reaper of orphans, a user namespace
@@ -154,12 +154,29 @@ class Worker:
                 posix.mkdir(path, 0o700)
             except FileExistsError:
                 pass
-        if self.cfg["parent_pid"]:
+        # The /dev/null that output past the cap goes to: opened now, so that no job's output changes
+        # the worker's state (or the descriptor numbers the next job's pipes get).
+        _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
+        parent = self.cfg["parent_fd"]  # a pidfd of the caller: its pid never comes here
+        if parent >= 0:
             # Last, after every credential change (which would reset it); a caller that died before
-            # it was set has already re-parented this worker.
+            # it was set has already exited, which makes its pidfd readable.
             prctl(PR_SET_PDEATHSIG, _SIGKILL)
-            if posix.getppid() != self.cfg["parent_pid"]:
+            poller = select.poll()
+            poller.register(parent, select.POLLIN)
+            gone = poller.poll(0)
+            posix.close(parent)
+            if gone:
                 posix._exit(125)
+        if self.cfg["guard"] is not None and not self.isolated:  # a pid namespace hides the worker
+            program, pid_at, neg_at = self.cfg["guard"]
+            pid = posix.getpid()
+            patched = bytearray(program)
+            for offset in pid_at:
+                struct.pack_into("<I", patched, offset, pid)
+            for offset in neg_at:
+                struct.pack_into("<I", patched, offset, (-pid) & 0xFFFFFFFF)
+            self.guard = bytes(patched)
         abi = self.cfg["landlock_abi"]
         if self.cfg["worker_domain"]:
             # A domain handling filesystem rights would forbid the jobs' init its mounts.
@@ -174,7 +191,6 @@ class Worker:
         pipe for its frame. Called after each answer (and before the first job)."""
         if self.next is not None:
             return
-        self.jobs += 1
         if self.mounted:  # the last job's tmpfs: everything in it is dead, so it is freed now
             unmount(self.root)
             self.mounted = False
@@ -198,7 +214,7 @@ class Worker:
                     posix.close(fd)
                 self._init(workdir, job_r, status_w, ends)
         else:
-            workdir = f"{self.root}/jobs/{self.jobs}"
+            workdir = f"{self.root}/jobs/{posix.urandom(8).hex()}"  # no count of earlier jobs
             posix.mkdir(workdir, 0o700)
             pid = posix.fork()
             if pid == 0:
@@ -279,6 +295,8 @@ class Worker:
                     if pid == job:
                         status = found
             posix.write(status_pipe, status.to_bytes(4, "big"))
+        except _RunJob:  # the job's process, on its way out of the worker's frames
+            raise
         except BaseException as exc:
             posix.write(2, b"sandbox init failed: " + repr(exc).encode())
             posix._exit(125)
@@ -301,7 +319,7 @@ class Worker:
             prctl(PR_SET_THP_DISABLE, 1)  # see direct_main: before seccomp, which then locks it
             if self.cfg["seccomp"] is not None:
                 seccomp_install(self.cfg["seccomp"])
-            if self.guard is not None and not self.isolated:  # a pid namespace hides the worker
+            if self.guard is not None:
                 seccomp_install(self.guard)
             job = read_frame(3)
             posix.close(3)
@@ -319,7 +337,8 @@ class Worker:
         if files_error is not None:
             posix.write(2, f"sandbox: cannot write the job's files: {files_error}\n".encode())
             posix._exit(1)
-        posix._exit(exec_user_code(job["code"], workdir, set_env=True))
+        self.__dict__.clear()  # this process's copy; the worker's own is untouched
+        raise _RunJob(job["code"], workdir)
 
     def _wait(self, pid: int, deadline: float, workdir: str, *, outs: list, cap: int, limit: int) -> tuple:  # type: ignore[type-arg]
         """Wait for the job (its init, when isolated) to exit, moving its output as it comes; kill it
@@ -395,8 +414,6 @@ class _Output:
             moved = posix.splice(self.fd, self.file, cap - self.kept, flags=_SPLICE_F_NONBLOCK)
             self.kept += moved
             return moved
-        if _Output.sink < 0:
-            _Output.sink = posix.open("/dev/null", posix.O_WRONLY | posix.O_CLOEXEC)
         return posix.splice(self.fd, _Output.sink, 1 << 20, flags=_SPLICE_F_NONBLOCK)
 
     def pump(self, cap: int, limit: int) -> bool:
@@ -625,7 +642,19 @@ def _kill_all(scoped: bool, pgid: int) -> None:
 
 
 def worker_main() -> None:
-    """Warm mode: answer the config frame with a ready answer, then one answer per job."""
+    """Warm mode (see :func:`_serve_jobs`); in each job's process, once the worker's frames are
+    unwound (:class:`_RunJob`), the job's code."""
+    try:
+        _serve_jobs()
+    except _RunJob as start:
+        code, workdir = start.args
+    else:  # pragma: no cover - _serve_jobs only leaves by exiting or by a job's _RunJob
+        posix._exit(125)
+    posix._exit(exec_user_code(code, workdir, set_env=True))
+
+
+def _serve_jobs() -> None:
+    """Answer the config frame with a ready answer, then one answer per job."""
     try:
         worker = Worker(read_frame(0))
         worker.setup()
@@ -636,7 +665,7 @@ def worker_main() -> None:
     # Every object alive now is shared copy-on-write with each job; keep the collector off them.
     gc.freeze()
     worker.prefork()
-    _write_all(1, struct.pack(ANSWER, KIND_READY, worker.pid, 0, 0, 0, 0, 0))
+    _write_all(1, struct.pack(ANSWER, KIND_READY, posix.getpid(), 0, 0, 0, 0, 0))
     while True:
         try:
             worker.serve(read_frame(0)["limits"])

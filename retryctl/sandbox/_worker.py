@@ -106,6 +106,8 @@ class WorkerProcess:
         self.uid: int | None = None
         self._root: str | None = None
         self._ready_pending = False
+        self._parent_fd = -1
+        """The number the worker's pidfd of this process has in the worker (-1: none)."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: BinaryIO | None = None
 
@@ -142,8 +144,9 @@ class WorkerProcess:
             "scoped_kill": kill_all_is_scoped(self.tier),
             "one_shot": self.one_shot,
             # Outside bubblewrap (whose --die-with-parent does it) the worker dies with this process:
-            # else a job would run on, unsupervised by any caller, until its own timeout.
-            "parent_pid": 0 if bwrap else os.getpid(),
+            # else a job would run on, unsupervised by any caller, until its own timeout. A pidfd
+            # of this process (-1: none), not its pid: no job forked from the worker can find it.
+            "parent_fd": self._parent_fd,
         }
 
     def start(self) -> None:
@@ -164,13 +167,18 @@ class WorkerProcess:
         else:
             root = cwd = self._root = self._host_root()
             argv = python_argv("worker")
+        parent_fd = self._parent_fd = -1 if self.tier is Tier.BUBBLEWRAP else os.pidfd_open(os.getpid())
         try:
             self._proc = subprocess.Popen(
                 as_uid + argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                env=dict(SANDBOX_ENV), cwd=cwd, start_new_session=True, **ids,
+                env=dict(SANDBOX_ENV), cwd=cwd, start_new_session=True,
+                pass_fds=(parent_fd,) if parent_fd >= 0 else (), **ids,
             )  # fmt: skip
         except OSError as exc:
             raise SandboxError(tier=self.tier.value, problem=f"cannot start worker: {exc}") from exc
+        finally:
+            if parent_fd >= 0:
+                os.close(parent_fd)
         self._send(self._config(root), prefix=inside_program("worker")[1])
         self._ready_pending = True
         if not self.one_shot:  # a cold run sends its job at once and reads both answers after

@@ -345,6 +345,96 @@ _INHERITED_INTS = code("""
 """)
 
 
+# The same through the heap: every int held by a container the collector tracks, named by the
+# container's type and the int's place in it; a dict with a "parent_pid" key is reported as such.
+_HEAP_INTS = code("""
+    import gc, struct, sys, time
+    gc.unfreeze()
+    found, seen = {}, 0
+    def note(where, val):
+        if isinstance(val, int) and not isinstance(val, bool):
+            found[where] = val
+        elif isinstance(val, (bytes, bytearray)) and len(val) % 8 == 0 and len(val) <= 1 << 16:
+            for at in range(0, len(val), 8):
+                found[f"{where}[{at // 8}].k"] = struct.unpack_from("<I", val, at + 4)[0]
+    for obj in gc.get_objects():
+        if obj is found or type(obj).__name__ == "frame":
+            continue
+        kind = type(obj).__qualname__
+        if isinstance(obj, dict):
+            if "parent_pid" in obj:
+                found["parent_pid dict"] = 2
+            items = [(k, v) for k, v in list(obj.items()) if isinstance(k, str)]
+        elif isinstance(obj, (list, tuple)):
+            items = list(enumerate(obj))
+        elif hasattr(obj, "__dict__") and isinstance(vars(obj), dict) and type(obj).__module__ == "__main__":
+            items = list(vars(obj).items())
+        else:
+            continue
+        for key, val in items:
+            note(f"{kind}:{key}", val)
+    print(found, flush=True)
+    time.sleep(0.5)
+""")
+
+
+# Past the interpreter: the job's heap (a fork of the worker's, where malloc put the config frame),
+# read with ctypes, for the config key that once carried the caller's pid and the ints after it.
+_MEMORY_INTS = code("""
+    import ctypes, os, struct, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sbrk.restype = ctypes.c_void_p
+    libc.write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    r, w = os.pipe()
+    end = start = libc.sbrk(0) & ~4095
+    while libc.write(w, start - 4096, 1) == 1:     # EFAULT, not a crash, below the heap
+        os.read(r, 1)
+        start -= 4096
+    data, found = ctypes.string_at(start, end - start), {}
+    at = data.find(b"parent_")
+    while at >= 0:
+        for skip in range(8, 24):
+            found[f"{start + at:x}+{skip}"] = struct.unpack_from("<I", data, at + skip)[0]
+        at = data.find(b"parent_", at + 1)
+    print(found, flush=True)
+    time.sleep(0.5)
+""")
+
+
+# Whatever of the sandbox's own program state a job reaches, by the frames above its code or the
+# heap: instances of the program's classes (module ``__main__``, as the job's own would be: the
+# probe defines none) and the worker's config (a dict with its "seccomp" and "root" keys).
+_WORKER_STATE = code("""
+    import gc
+    gc.unfreeze()
+    found, frame = set(), __import__("sys")._getframe().f_back
+    objects = list(gc.get_objects())
+    while frame is not None:
+        objects += list(frame.f_locals.values())
+        frame = frame.f_back
+    for obj in objects:
+        if type(obj).__module__ == "__main__" and not isinstance(obj, type):
+            found.add(type(obj).__name__)
+        elif isinstance(obj, dict) and "seccomp" in obj and "root" in obj:
+            found.add("config")
+    print({"found": sorted(found)})
+""")
+
+
+def _while_watched(run: Runner, program: str) -> dict[str, int]:
+    """Run ``program`` and return the ints it reports that are the test's own pid or the host pid
+    of one of its sandbox processes (collected while the job runs)."""
+    result: list[ExecResult] = []
+    worker = threading.Thread(target=lambda: result.append(run(program)))
+    host = {os.getpid()}
+    worker.start()
+    while worker.is_alive():
+        host |= _host_descendants()
+        worker.join(0.02)
+    ints = report(result[0])
+    return {name: value for name, value in ints.items() if value in host or name == "parent_pid dict"}
+
+
 def _host_descendants() -> set[int]:
     """Pids of the test process's descendants on the host (the sandbox's processes)."""
     parents = {}
@@ -364,46 +454,42 @@ def _host_descendants() -> set[int]:
 
 
 class TestInheritedState:
-    def test_no_host_pid_in_the_state_a_job_inherits(
-        self, run: Runner, tier: Tier, request: pytest.FixtureRequest
-    ):
+    def test_no_host_pid_in_the_state_a_job_inherits(self, run: Runner):
         """The job's interpreter starts inside the sandbox's own program: nothing it left in the
         frames above the job's code may be a host pid (the docs: no host pids). The test collects its
         own pid and the host pids of its sandbox processes while the job runs."""
-        if tier is Tier.LANDLOCK:
-            request.applymarker(
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="round 4: a Landlock-tier job reads the caller's host pid (worker.cfg"
-                    "['parent_pid']) and its worker's (worker.pid, the seccomp guard's operand)",
-                )
-            )
-        result: list[ExecResult] = []
-        worker = threading.Thread(target=lambda: result.append(run(_INHERITED_INTS)))
-        host = {os.getpid()}
-        worker.start()
-        while worker.is_alive():
-            host |= _host_descendants()
-            worker.join(0.02)
-        ints = report(result[0])
-        leaked = {name: value for name, value in ints.items() if value in host and value > 1}
+        leaked = {name: value for name, value in _while_watched(run, _INHERITED_INTS).items() if value > 1}
         assert leaked == {}
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="round 4: a pool job reads its worker's job counter (worker.jobs): how many jobs ran "
-        "before it on that worker, and whether the last one timed out (the counter restarts)",
-    )
-    def test_a_pool_job_cannot_tell_what_ran_before_it(self, tier: Tier):
+    def test_no_host_pid_on_the_heap_a_job_inherits(self, run: Runner):
+        """The same, found the other way: every container the collector knows of (after undoing
+        any ``gc.freeze``), whoever still refers to it, and any dict holding a ``parent_pid``."""
+        leaked = {name: value for name, value in _while_watched(run, _HEAP_INTS).items() if value > 1}
+        assert leaked == {}
+
+    def test_no_worker_state_is_reachable_from_a_job(self, run: Runner):
+        """Not only no pid: nothing of the worker (its object, its output queues, its config) is
+        left for a job's interpreter to find, so no later change to it can become a leak. The
+        program's libc bindings (a ``dlopen`` handle and function pointers) hold no state."""
+        assert set(report(run(_WORKER_STATE))["found"]) <= {"_Libc", "_LibcFunc"}  # type: ignore[arg-type]
+
+    def test_no_caller_pid_left_in_a_jobs_memory(self, run: Runner):
+        """The same in raw memory: the caller's pid never reaches the worker, so no freed buffer
+        of it (its config frame, say) can hold it where the job's ``ctypes`` reads."""
+        leaked = {name: value for name, value in _while_watched(run, _MEMORY_INTS).items() if value > 1}
+        assert leaked == {}
+
+    @pytest.mark.parametrize("program", [_INHERITED_INTS, _HEAP_INTS], ids=["frames", "heap"])
+    def test_a_pool_job_cannot_tell_what_ran_before_it(self, tier: Tier, program: str):
         """Every job of a worker must start from the same state: a counter that differs between
         its first and third job tells a job how many ran before it, and (reset when a job times out
         and its worker is replaced) lets one job pass a bit to the next."""
         with Sandbox(tier=tier, limits=TEST_LIMITS, workers=1) as sandbox:
-            first = report(sandbox.run(_INHERITED_INTS))
-            sandbox.run("print(1)")
-            third = report(sandbox.run(_INHERITED_INTS))
+            first = report(sandbox.run(program))
+            sandbox.run("print('x' * 100_000)")  # past the output cap: output the worker discards
+            third = report(sandbox.run(program))
         differing = {name: (first[name], third.get(name)) for name in first if first[name] != third.get(name)}
-        assert differing == {}
+        assert differing == {} and set(third) == set(first)
 
 
 class TestOtherJobs:
@@ -437,3 +523,33 @@ class TestOtherJobs:
             thread.join()
         assert report(attacker) == {"hit": 0}
         assert (sleeper[0].exit_code, sleeper[0].stdout, sleeper[0].timed_out) == (0, "alive\n", False)
+
+
+class TestWithoutNamespaces:
+    """Where jobs share the worker's pid namespace, the seccomp guard naming the worker's pid (now
+    made only there, at the worker's start-up) still keeps a job from signalling it."""
+
+    def test_a_job_cannot_signal_its_worker(self, tier: Tier, monkeypatch: pytest.MonkeyPatch):
+        from retryctl.sandbox import _worker
+
+        config = _worker.WorkerProcess._config
+
+        def without_namespaces(self: _worker.WorkerProcess, root: str) -> dict[str, object]:
+            return dict(config(self, root), isolate=False)
+
+        monkeypatch.setattr(_worker.WorkerProcess, "_config", without_namespaces)
+        attack = code("""
+            import os, signal
+            refused = []
+            for target in (os.getppid(), -os.getppid(), -1):
+                try:
+                    os.kill(target, signal.SIGKILL)
+                except PermissionError:
+                    refused.append(target < 0)
+            print({"refused": refused})
+        """)
+        with Sandbox(tier=tier, limits=TEST_LIMITS, workers=1) as sandbox:
+            first = sandbox.run(attack)
+            second = sandbox.run("print('next')")
+        assert report(first) == {"refused": [False, True, True]}
+        assert (second.exit_code, second.stdout) == (0, "next\n")
