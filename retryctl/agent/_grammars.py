@@ -7,13 +7,15 @@ constrains decoding instead: the model can only write the question's numbers, ea
 question gives it (plus the constants its words imply, :data:`UNIT_CONSTANTS`, any number of
 times), joined by ``+ - * /`` with parentheses. The ladder, narrow to wide:
 
-The operators are those the question's words invite (:mod:`._operators`: "each" invites ``*``, "left"
-``-``...; all four when no word invites any), on every rung but the widest.
-
-* ``permutations`` (strictness 1.0): exactly what the check accepts, in the canonical spacing
+* ``permutations`` (strictness 1.0): exactly what the checks accept, in the canonical spacing
   (``7 * (8 - 5)``: one space around each operator, none inside parentheses, numbers as the
-  question's values);
-* ``numbers`` (0.8): the question's numbers and constants, any number of times each;
+  question's values), joined by the operations the question's words invite (:mod:`._operators`);
+* ``any-operator`` (0.8): the same numbers, any of ``+ - * /``: the operations check, the one that
+  reads words and so the likeliest to be wrong, relaxes first, and the check relaxes with the rung
+  (:data:`OPERATOR_CHECK_BELOW`), so that every expression this rung admits is one the checks accept;
+* ``numbers`` (0.64): the question's numbers and constants, any number of times each (the top rung
+  when a question has more than :data:`MAX_PERMUTED` numbers; below it, a filter only: the numbers
+  check still refuses a number used twice);
 * ``expression`` (0.5): any digits and operators (``EXPRESSION_FORMAT``'s schema).
 
 The check still runs on every output: a grammar is a filter, never a proof (a relaxed rung lets a
@@ -37,7 +39,11 @@ from retryctl.agent._prompts import EXPRESSION_FORMAT
 from retryctl.agent._reading import UNIT_CONSTANTS, _implied, _numbers, _users_words, _words_of
 from retryctl.models import Grammar, Message, rung_for
 
-__all__ = ["MAX_PERMUTED", "expression_ladder", "grammar_for", "question_terms"]
+__all__ = ["MAX_PERMUTED", "OPERATOR_CHECK_BELOW", "expression_ladder", "grammar_for", "question_terms"]
+
+OPERATOR_CHECK_BELOW = 0.8
+"""At this strictness and below, an expression member is no longer held to the operations the
+question's words invite (:mod:`._operators`): the ``any-operator`` rung and the check relax together."""
 
 MAX_PERMUTED = 5
 """The most numbers (counted as often as given) the ``permutations`` rung is built for: its size
@@ -179,6 +185,7 @@ def _ladder(text: str | None) -> tuple[Grammar, ...]:
     shown = ", ".join(numbers)
     extra = f" (and {', '.join(constants)} any number of times)" if constants else ""
     joined = " ".join(ops)
+    every = " ".join(OPERATIONS)
     ladder = []
     if len(numbers) <= MAX_PERMUTED:
         ladder.append(
@@ -189,13 +196,24 @@ def _ladder(text: str | None) -> tuple[Grammar, ...]:
                 description=f"{shown}, each as often as given{extra}, joined by {joined}",
             )
         )
+        if tuple(ops) != OPERATIONS:
+            # The operations check is the one that reads words, so it is the first to relax: the
+            # same numbers, any operator (and the check stops asking for invited ones with it).
+            ladder.append(
+                Grammar(
+                    name="any-operator",
+                    gbnf=permutations_gbnf(numbers, constants, OPERATIONS),
+                    strictness=OPERATOR_CHECK_BELOW,
+                    description=f"{shown}, each as often as given{extra}, joined by {every}",
+                )
+            )
     ladder.append(
         Grammar(
             name="numbers",
-            gbnf=numbers_gbnf(numbers, constants, ops),
-            strictness=0.8,
+            gbnf=numbers_gbnf(numbers, constants, OPERATIONS),
+            strictness=0.64,
             description=(
-                f"{', '.join(dict.fromkeys(numbers))}{extra}, any number of times, joined by {joined}"
+                f"{', '.join(dict.fromkeys(numbers))}{extra}, any number of times, joined by {every}"
             ),
         )
     )

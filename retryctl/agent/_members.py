@@ -23,7 +23,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from retryctl.agent._counts import with_count_finding
-from retryctl.agent._grammars import expression_ladder, grammar_for
+from retryctl.agent._grammars import OPERATOR_CHECK_BELOW, expression_ladder, grammar_for
 from retryctl.agent._operators import uninvited_operators
 from retryctl.agent._prompts import (
     EXPRESSION_FORMAT,
@@ -321,7 +321,9 @@ class ToolBackend:
             grammar=self.grammar_at(asked, base.strictness),
         )
 
-    def evaluate(self, drawn: Candidate, messages: list[Message] | None = None) -> Candidate:
+    def evaluate(
+        self, drawn: Candidate, messages: list[Message] | None = None, strictness: float = 1.0
+    ) -> Candidate:
         """The tool's answer to one drawn expression, as a candidate. With ``messages``, an expression
         using numbers the user never gave (see :func:`ungrounded_numbers`) is refused unevaluated."""
         try:
@@ -331,7 +333,9 @@ class ToolBackend:
         invented = ungrounded_numbers(expression, messages) if messages is not None else []
         left_out = unused_numbers(expression, messages) if messages is not None else []
         repeated = repeated_numbers(expression, messages) if messages is not None else []
-        operators = uninvited_operators(expression, messages) if messages is not None else []
+        # The operations check relaxes with the ladder's ``any-operator`` rung (strictness 0.8).
+        held = messages is not None and strictness > OPERATOR_CHECK_BELOW
+        operators = uninvited_operators(expression, messages) if held and messages else []
         if invented or left_out or repeated or operators:
             # Read back by numbers_from_question.
             why = _finding(expression, invented, left_out, repeated, operators)
@@ -366,7 +370,8 @@ class ToolBackend:
         asked = normalise_messages(messages)
         drawn = await self.model.sample(expression_prompt(asked), self._params(params, asked), k=k)
         # The tool runs in a thread (the python tool in a sandbox), inside the draw its driver awaits.
-        return [self._at_temperature(await asyncio.to_thread(self.evaluate, c, asked)) for c in drawn]
+        held = (params or SamplingParams()).strictness
+        return [self._at_temperature(await asyncio.to_thread(self.evaluate, c, asked, held)) for c in drawn]
 
     def sample_sync(
         self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
@@ -374,7 +379,8 @@ class ToolBackend:
         """Blocking twin of :meth:`sample`."""
         asked = normalise_messages(messages)
         drawn = sample_blocking(self.model, expression_prompt(asked), self._params(params, asked), k=k)
-        return [self._at_temperature(self.evaluate(c, asked)) for c in drawn]
+        held = (params or SamplingParams()).strictness
+        return [self._at_temperature(self.evaluate(c, asked, held)) for c in drawn]
 
     def _at_temperature(self, candidate: Candidate) -> Candidate:
         # The controller tells a repeat from new evidence by the temperature a candidate was drawn at.

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retryctl.agent._grammars import MAX_PERMUTED, expression_ladder, grammar_for
+from retryctl.agent._grammars import MAX_PERMUTED, OPERATOR_CHECK_BELOW, expression_ladder, grammar_for
 from retryctl.agent._members import repeated_numbers, ungrounded_numbers, unused_numbers
 from retryctl.agent._operators import uninvited_operators
 from retryctl.models import Message
@@ -106,15 +106,33 @@ class TestStrictRungIsTheCheck:
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_case())
+    def test_the_any_operator_rung_admits_exactly_what_the_relaxed_check_accepts(
+        self, oracle: GbnfOracle, case: tuple[list[Message], str]
+    ) -> None:
+        messages, expression = case
+        rung = grammar_for(messages, OPERATOR_CHECK_BELOW)
+        assert rung is not None and rung.gbnf is not None
+        admitted = oracle.accepts(rung.gbnf, json.dumps({"expression": expression}))
+        if rung.name == "any-operator":  # the numbers check without the operations check
+            relaxed = not (
+                ungrounded_numbers(expression, messages)
+                or unused_numbers(expression, messages)
+                or repeated_numbers(expression, messages)
+            )
+            assert admitted == relaxed, (messages[0]["content"], expression)
+        else:  # the question invites every operation: the next rung is ``numbers``
+            assert rung.name == "numbers"
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_case())
     def test_the_numbers_rung_admits_what_uses_no_number_from_nowhere(
         self, oracle: GbnfOracle, case: tuple[list[Message], str]
     ) -> None:
         messages, expression = case
-        wide = grammar_for(messages, 0.8)
+        wide = grammar_for(messages, 0.64)
         assert wide is not None and wide.name == "numbers" and wide.gbnf is not None
         admitted = oracle.accepts(wide.gbnf, json.dumps({"expression": expression}))
-        invented = ungrounded_numbers(expression, messages) or uninvited_operators(expression, messages)
-        assert admitted == (not invented)
+        assert admitted == (not ungrounded_numbers(expression, messages))
 
     @pytest.mark.parametrize(
         ("expression", "admitted"),
@@ -142,13 +160,14 @@ class TestLadder:
         ladder = expression_ladder(_question(["7", "8", "5"], "by the dozen"))
         assert [(g.name, g.strictness) for g in ladder] == [
             ("permutations", 1.0),
-            ("numbers", 0.8),
+            ("any-operator", 0.8),
+            ("numbers", 0.64),
             ("expression", 0.5),
         ]
         assert "5, 7, 8, each as often as given" in ladder[0].description
         assert "12" in ladder[0].description  # "dozen" implies it
         assert [
-            g.name if g else None for g in (grammar_for(_question(["3"], ""), s) for s in (0.9, 0.6, 0.3))
+            g.name if g else None for g in (grammar_for(_question(["3"], ""), s) for s in (0.7, 0.6, 0.3))
         ] == [
             "numbers",
             "expression",
@@ -176,7 +195,8 @@ class TestExpressionMembersDecodeUnderTheLadder:
     ]
 
     @pytest.mark.parametrize(
-        ("strictness", "rung"), [(1.0, "permutations"), (0.8, "numbers"), (0.5, "expression")]
+        ("strictness", "rung"),
+        [(1.0, "permutations"), (0.8, "any-operator"), (0.64, "numbers"), (0.5, "expression")],
     )
     def test_the_rung_of_the_steps_strictness(self, strictness: float, rung: str) -> None:
         from retryctl.agent._members import ToolBackend

@@ -47,3 +47,20 @@ class TestUninvitedOperators:
 
     def test_without_a_question_nothing_is_refused(self) -> None:
         assert uninvited_operators("3 * 4", [{"role": "system", "content": "x"}]) == []
+
+
+class TestTheCheckRelaxesWithTheLadder:
+    def test_below_the_invited_rung_any_operator_is_evaluated(self) -> None:
+        from retryctl.agent._members import ToolBackend
+        from retryctl.models import SamplingParams
+        from retryctl.testing import ScriptedBackend
+        from retryctl.tools import CalculatorTool
+
+        question = _asked("There are 36 cookies on a table and 16 on a chair. How many in all?")
+        drawn = ['{"expression": "36 * 16"}']
+        strict = ToolBackend(ScriptedBackend(list(drawn), model="m"), CalculatorTool())
+        [held] = strict.sample_sync(question, SamplingParams(strictness=1.0))
+        assert held.answer is None and "uses *, which no word of the question asks for" in held.text
+        relaxed = ToolBackend(ScriptedBackend(list(drawn), model="m"), CalculatorTool())
+        [free] = relaxed.sample_sync(question, SamplingParams(strictness=0.8))
+        assert (free.answer, free.text) == ("576", "36 * 16 = 576")
