@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input
+from retryctl.cli._console import table_console
 from retryctl.controller.stopping import parse_stopping_rule
 from retryctl.exceptions import BankFormatError, ConfigError, UnknownPolicyError
 from retryctl.replay import (
@@ -149,8 +150,5 @@ def bench(
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    console = Console()
-    if not console.is_terminal:
-        # Piped or captured output has no width to fit: do not squeeze the tables into 80 columns.
-        console = Console(width=120)
+    console = table_console()
     _render(rows, bank=str(bank), console=console)

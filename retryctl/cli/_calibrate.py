@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl.cli._console import table_console
 from retryctl.exceptions import TaskFormatError
 
 __all__ = ["calibrate"]
@@ -128,7 +129,7 @@ def _cell(value: float | None) -> str:
 
 
 def _print(report: dict[str, Any], tested: int, fitted_on: int) -> None:
-    console = Console()
+    console = table_console()
     table = Table(title=f"calibration on {tested} held-out decision points (fitted on {fitted_on})")
     for column in ("", "ECE", "Brier"):
         table.add_column(column, justify="right")

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl.cli._console import table_console
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
 
@@ -147,7 +148,7 @@ def eval_(
         html.write_text(render_html(report, title=f"retryctl eval: {tasks_path.name}"), encoding="utf-8")
     _print_report(report, title=f"retryctl eval: {tasks_path.name} ({len(tasks)} tasks)", as_json=as_json)
     if not as_json:
-        stdout = Console()
+        stdout = table_console()
         stdout.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
         stdout.print(f"results: {os.fspath(out)}", soft_wrap=True)
 
@@ -159,7 +160,7 @@ def _print_report(report: dict[str, Any], *, title: str, as_json: bool) -> None:
         shown = {k: v for k, v in report.items() if k != "curves"}
         typer.echo(json.dumps({**shown, "risk_coverage": curves}, indent=2))
         return
-    stdout = Console()
+    stdout = table_console()
     stdout.print(_table(title, report["systems"]))
     for stratum, rows in report["strata"].items():
         stdout.print(_table(f"stratum {stratum}", rows))
