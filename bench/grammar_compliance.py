@@ -32,6 +32,7 @@ from retryctl.models import (
     OpenAIBackend,
     SamplingParams,
     find_smollm2_gguf,
+    sample_blocking,
 )
 
 SUM = r"\d{1,2} [+*-] \d{1,2}"
@@ -113,7 +114,7 @@ def measure(backend: ModelBackend, k: int, temperature: float) -> list[dict[str,
             malformed = 0
             for i in range(k):
                 try:
-                    cands += backend.sample_sync([{"role": "user", "content": prompt}], _seed(params, i))
+                    cands += sample_blocking(backend, [{"role": "user", "content": prompt}], _seed(params, i))
                 except MalformedResponse:  # a structured rung's reply held no JSON: a failed sample
                     malformed += 1
             rows.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from retryctl.models import Grammar, SamplingParams
 from tests.models.conftest import needs_llama
 
 ASK = [{"role": "user", "content": "Write a short sum of two numbers, like 3 + 4."}]
-HOT = {"temperature": 1.5, "seed": 11, "logprobs": False}
+HOT: dict[str, Any] = {"temperature": 1.5, "seed": 11, "logprobs": False}
 
 
 @needs_llama

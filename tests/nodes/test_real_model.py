@@ -8,6 +8,7 @@ verdict is logged with its signals, and that the log verifies.
 from __future__ import annotations
 
 import importlib.util
+from typing import Any, cast
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -20,6 +21,11 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
     reason="llama_cpp is not importable: install the 'local' extra",
 )
+
+
+def _summary(record: Any) -> dict[str, Any]:
+    """A record's ``candidates_summary`` as the dict it is (typed as any JSON value)."""
+    return cast("dict[str, Any]", record.candidates_summary)
 
 
 class TestEmbeddedModelInAControlledStep:
@@ -91,11 +97,11 @@ class TestRelaxingTheEmbeddedModel:
 
         first, second = [r for r in read_records(log_path) if r.kind == "verdict"]
         assert first.action.value == "refine"
-        assert first.candidates_summary["grammars"] == ["ones", "ones"]
+        assert _summary(first)["grammars"] == ["ones", "ones"]
         assert first.reason.endswith("strictness 1.00 -> 0.80 (grammar 'ones' -> 'digits')")
         # The second attempt decoded under the wide rung, which the check no longer refuses.
-        assert second.candidates_summary["grammars"] == ["digits", "digits"]
-        assert all(a in set("3456789") for a in second.candidates_summary["answers"])
+        assert _summary(second)["grammars"] == ["digits", "digits"]
+        assert all(a in set("3456789") for a in _summary(second)["answers"])
         assert second.action.value in {"accept", "stop"}
         assert out["result"]["text"] in set("3456789")
         assert verify_log(log_path).ok
