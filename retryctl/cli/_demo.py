@@ -285,7 +285,9 @@ def demo(
     threads: Annotated[
         int | None, typer.Option("--threads", help="CPU threads of the embedded model.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Base sampling seed (reruns draw the same).")] = 4,
+    # 5: over seeds 0-11 (bench/demo_seeds.py) the first built-in question is accepted right on 5 and
+    # abstained on 7, never accepted wrong; the tour's default seed is one where it shows the accept.
+    seed: Annotated[int, typer.Option("--seed", help="Base sampling seed (reruns draw the same).")] = 5,
 ) -> None:
     """Run the demo agent on an arithmetic word problem (or three built-in ones) and show each verdict
     as it happens.
