@@ -264,8 +264,8 @@ class EmbeddedBackend(BackendBase):
             latency_ms=(time.perf_counter() - started) * 1000.0,
         )
 
-    def _plain(self, prompt: list[int], params: SamplingParams, seed: int) -> Candidate:
-        run = self._decode(prompt, params, seed, None)
+    def _plain(self, prompt: list[int], params: SamplingParams, seed: int, grammar: Any = None) -> Candidate:
+        run = self._decode(prompt, params, seed, grammar)
         return Candidate(
             text=run.text,
             model=self.name,
@@ -317,15 +317,8 @@ class EmbeddedBackend(BackendBase):
             else:
                 cand = self._plain(prompt, fallback, seed)
             return replace(cand, notes=(*cand.notes, note))
-        run = self._decode(prompt, params, seed, compiled)
-        return Candidate(
-            text=run.text,
-            model=self.name,
-            logprobs=run.logprobs,
-            finish_reason=run.finish_reason,
-            usage=Usage(len(prompt), run.output_tokens),
-            latency_ms=run.latency_ms,
-            seed=seed,
+        return replace(
+            self._plain(prompt, params, seed, compiled),
             constraint="strict" if params.wants_json else None,
             grammar=grammar.name,
             notes=(f"decoded under grammar {grammar.name!r} (strictness {grammar.strictness:.2f})",),
