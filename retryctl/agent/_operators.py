@@ -57,7 +57,8 @@ OPERATOR_WORDS: Mapping[str, frozenset[str]] = MappingProxyType(
 )  # fmt: skip
 """The words that invite each operation (lower case, whole words)."""
 
-_SYMBOLS = {"+": "+", "-": "-", "*": "*×x", "/": "/÷"}
+_SYMBOLS = {"+": "+", "-": "-", "*": "*×", "/": "/÷"}
+_TIMES_X = re.compile(r"\d\s*x\s*\d")  # "3x4", "3 x 4": an x between digits is a product
 _WORD = re.compile(r"[a-z]+")
 _OPERATOR = re.compile(r"(?<=\S) ([-+*/]) (?=\S)|(?<=[\d)])([-+*/])(?=[\d(])")
 
@@ -69,8 +70,8 @@ def invited_operators(text: str) -> tuple[str, ...]:
         op
         for op in OPERATIONS
         if not words.isdisjoint(OPERATOR_WORDS[op])
-        or any(s in text for s in _SYMBOLS[op] if s != "x")
-        or ("x" in _SYMBOLS[op] and re.search(r"\d\s*x\s*\d", text) is not None)
+        or any(symbol in text for symbol in _SYMBOLS[op])
+        or (op == "*" and _TIMES_X.search(text) is not None)
     )
     return found or OPERATIONS
 
@@ -90,9 +91,3 @@ def uninvited_operators(expression: str, messages: Sequence[Message]) -> list[st
     invited = invited_operators(text)
     used = {a or b for a, b in _OPERATOR.findall(expression)}
     return [op for op in OPERATIONS if op in used and op not in invited]
-
-
-def question_operators(messages: Sequence[Message]) -> tuple[str, ...]:
-    """:func:`invited_operators` of the question in ``messages`` (all four without one)."""
-    text = _question(messages)
-    return OPERATIONS if text is None else invited_operators(text)
