@@ -190,7 +190,7 @@ class EmbeddedBackend(BackendBase):
         """One decoding run. Reads the logits after each token for its logprob (see module doc)."""
         import numpy as np
 
-        from retryctl.models._logprobs import logprob_of
+        from retryctl.models._admitted import token_scorer
 
         llm, llama_cpp = self._llm, self._lib
         max_new = min(params.max_tokens, llm.n_ctx() - len(prompt))
@@ -208,6 +208,8 @@ class EmbeddedBackend(BackendBase):
         logprobs: list[TokenLogprob] = []
         finish = "length"
         watch = CutWatch(params.cut_below, CUT_WINDOW) if params.cut_below and params.logprobs else None
+        # Under a grammar the logprobs are the constrained distribution's (see ._admitted).
+        scorer = token_scorer(llama_cpp, vocab, grammar if params.logprobs else None)
         started = time.perf_counter()
         llm.set_seed(seed)
         tokens = llm.generate(
@@ -227,7 +229,7 @@ class EmbeddedBackend(BackendBase):
                 piece = self._piece(token)
                 if params.logprobs:
                     logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
-                    lp, alternatives = logprob_of(logits, token, top)
+                    lp, alternatives = scorer.logprob_of(logits, token, top)
                     logprobs.append(
                         TokenLogprob(
                             token=piece.decode("utf-8", errors="replace"),
@@ -256,6 +258,7 @@ class EmbeddedBackend(BackendBase):
                     break
         finally:
             tokens.close()
+            scorer.close()
         return _Decoded(
             text=buf.decode("utf-8", errors="replace"),
             logprobs=tuple(logprobs) if params.logprobs else None,

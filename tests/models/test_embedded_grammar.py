@@ -5,6 +5,7 @@ converted to a GBNF llama.cpp parses."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -86,3 +87,32 @@ class TestEmbeddedGrammar:
         [cand] = embedded.sample_sync(ASK, SamplingParams(grammar=grammar, max_tokens=6, **HOT))
         assert cand.grammar is None
         assert cand.notes[-1].startswith("grammar 'look' unusable (ValueError: lookarounds")
+
+
+@needs_llama
+class TestLogprobsUnderAGrammar:
+    """Under a grammar a token's logprob is over the admitted tokens (``retryctl.models._admitted``)."""
+
+    def test_a_forced_token_is_certain(self, embedded):
+        # The grammar admits one text; the model, unconstrained, would not write it.
+        grammar = Grammar(name="forced", gbnf='root ::= "zebra 42"')
+        params = SamplingParams(grammar=grammar, max_tokens=8, temperature=0.7, seed=3, logprobs=True)
+        (cand,) = embedded.sample_sync(ASK, params, k=1)
+        assert cand.text == "zebra 42"
+        assert cand.logprobs
+        assert all(lp.logprob > -1e-4 for lp in cand.logprobs)
+
+    def test_a_choice_is_normalised_over_what_the_grammar_admits(self, embedded):
+        words = ("red", "green", "blue")
+        grammar = Grammar(name="colour", gbnf='root ::= "red" | "green" | "blue"')
+        params = SamplingParams(
+            grammar=grammar, max_tokens=4, temperature=1.0, seed=5, logprobs=True, top_logprobs=20
+        )
+        for cand in embedded.sample_sync(ASK, params, k=3):
+            assert cand.text in words
+            assert cand.logprobs
+            first = cand.logprobs[0]
+            # Only what the grammar admits is an alternative, and the admitted share sums to one.
+            assert first.top
+            assert all(any(w.startswith(tok) for w in words) for tok, _ in first.top)
+            assert sum(math.exp(lp) for _, lp in first.top) == pytest.approx(1.0, abs=1e-3)
