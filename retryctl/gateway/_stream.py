@@ -55,6 +55,7 @@ class TokenStream:
         self._params = params
         self._k = k
         self._include_usage = include_usage
+        self._model = model
         self._top_logprobs = top_logprobs
         self._queue: asyncio.Queue[_Event] = asyncio.Queue()
         self._gone = threading.Event()
@@ -97,7 +98,7 @@ class TokenStream:
         if first[0] == "error":
             exc = first[1]
             if isinstance(exc, BackendError):
-                raise from_fault(exc, upstream=self._head["model"]) from None
+                raise from_fault(exc, upstream=self._model) from None
             raise exc
         self._first = first
 
