@@ -77,6 +77,17 @@ class TestPlainStream:
         assert finish[-1] == whole["choices"][0]["finish_reason"] == "length"
         assert usage == whole["usage"]
 
+    def test_a_stop_string_is_never_streamed(self, embedded: tuple[str, Path]) -> None:
+        url, _ = embedded
+        body = {"messages": STORY, "max_tokens": 40, "temperature": 0.0, "seed": 7}
+        free = _post(url, body).json()["choices"][0]["message"]["content"]
+        stop = free.split()[3]  # a word the answer reaches: it ends there, unsent
+        events = _events(url, {**body, "stop": [stop]})
+        content = [e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]]
+        whole = _post(url, {**body, "stop": [stop]}).json()["choices"][0]
+        assert "".join(content) == whole["message"]["content"] == free[: free.index(stop)]
+        assert whole["finish_reason"] == "stop"
+
     def test_a_json_object_answer_streams_whole_and_is_json(self, embedded: tuple[str, Path]) -> None:
         url, _ = embedded
         events = _events(
