@@ -9,7 +9,12 @@ def _fed(pieces: list[bytes], *, holdback: int, stop: bytes | None = None) -> li
     """Feed the buffer growing by ``pieces`` as the decoder does: when a piece completes ``stop``, the
     buffer is cut where ``stop`` begins and only the final feed follows."""
     sent: list[str] = []
-    emitter = TextEmitter(lambda _i, text: sent.append(text) is None, 0, holdback=holdback)
+
+    def sink(_index: int, text: str) -> bool:
+        sent.append(text)
+        return True
+
+    emitter = TextEmitter(sink, 0, holdback=holdback)
     buf = bytearray()
     for piece in pieces:
         buf += piece
@@ -38,7 +43,12 @@ class TestTextEmitter:
 
     def test_a_sink_that_says_stop_gets_nothing_more(self) -> None:
         sent: list[str] = []
-        emitter = TextEmitter(lambda _i, text: sent.append(text) is None and len(sent) < 2, 0, holdback=0)
+
+        def sink(_index: int, text: str) -> bool:
+            sent.append(text)
+            return len(sent) < 2
+
+        emitter = TextEmitter(sink, 0, holdback=0)
         buf = bytearray()
         wanted = []
         for piece in (b"a", b"b", b"c"):
