@@ -20,7 +20,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 import retryctl.models._admitted as admitted
 from retryctl.agent._grammars import expression_ladder
@@ -33,30 +32,21 @@ WHOLE: list[list[float]] = []
 """Per decoding run, in order, each token's logprob over the whole vocabulary."""
 
 
-class _Both:
+class _Both(admitted.TokenScorer):
     """The backend's own scorer, recording the whole-vocabulary logprob of each token beside it."""
 
-    def __init__(self, inner: admitted.AdmittedLogprobs | admitted.WholeVocabulary) -> None:
-        self._inner = inner
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         WHOLE.append([])
 
-    def logprob_of(
-        self, logits: npt.NDArray[np.float32], token: int, top: int = 0
-    ) -> tuple[float, list[tuple[int, float]]]:
+    def score(self, token: int, top: int = 0) -> tuple[float, list[tuple[int, float]]]:
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
         WHOLE[-1].append(logprob_of(logits, token)[0])
-        return self._inner.logprob_of(logits, token, top)
-
-    def close(self) -> None:
-        self._inner.close()
+        return super().score(token, top)
 
 
 def _install() -> None:
-    shipped = admitted.token_scorer
-
-    def both(lib: Any, vocab: Any, grammar: Any) -> Any:
-        return _Both(shipped(lib, vocab, grammar))
-
-    admitted.token_scorer = both  # the backend imports it from the module at each decoding run
+    admitted.TokenScorer = _Both  # type: ignore[misc,assignment]  # the backend imports it at each decoding run
 
 
 def _value(text: str) -> Fraction | None:

@@ -8,6 +8,13 @@ the tally with the leader's token confidence and says what follows: ``accept``; 
 below the threshold: the gateway has no one to ask and nothing to switch to, so the caller gets the
 leading answer with its confidence and decides). Each verdict is written to the decision log, and the
 request ends with a summary record.
+
+The response and the log count alike (:meth:`Decided.block`): an *attempt* is one verdict (one record,
+``attempt`` N); a *call* is one request to the backend (the budget's ``attempts`` quantity: an attempt
+draws its samples in one call or several); a *sample* is one candidate drawn, a *vote* one that counts
+in the stopping rule (a sample cut short, or repeating an earlier one, is drawn and paid for but is no
+vote). The summary's ``final_answer`` is the answer the response carried, accepted or not: the verdict
+says which.
 """
 
 from __future__ import annotations
@@ -20,7 +27,6 @@ from typing import Any
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import (
-    Action,
     AttemptEngine,
     Breaker,
     Clock,
@@ -59,11 +65,18 @@ class Decided:
     """The samples of the last attempt, in the order drawn."""
     chosen: CandidateRecord | None
     """The first sample of the leading answer (``None``: nothing was drawn)."""
+    chosen_candidate: Candidate | None
+    """That sample as the backend returned it (its finish reason, logprobs and usage)."""
     stopping_reason: str
     """Why sampling ended (the stopping rule's reason, or what ended the request before it)."""
     max_samples: int
     samples_used: int
-    """Samples drawn over every attempt."""
+    """Samples drawn over every attempt (cut short and repeated ones included: all were paid for)."""
+    calls: int
+    """Calls to the backend over every attempt (the ledger's ``attempts``)."""
+    history: list[dict[str, Any]]
+    """Per attempt, as the summary record's ``sampling_history`` has it: ``attempt``, ``action``,
+    ``samples``, ``votes``, ``answers``."""
     input_tokens: int
     output_tokens: int
     """Tokens the upstream reported for every draw (the ``usage`` of the response)."""
@@ -74,6 +87,25 @@ class Decided:
     calibration: str | None = None
     """The label of the calibration the verdicts applied (``shipped``, ``none``, ``uncalibrated``, a
     file), as the records say."""
+
+    def block(self, run_id: str) -> dict[str, Any]:
+        """The response's ``retryctl`` block: what the decision log's records of ``run_id`` say."""
+        verdict = self.verdict
+        return {
+            "confidence": verdict.confidence,
+            "verdict": verdict.action.value,
+            "reason": verdict.reason,
+            "answer": None if self.chosen is None else self.chosen["answer"],
+            "samples_used": self.samples_used,
+            "max_samples": self.max_samples,
+            "stopping_reason": self.stopping_reason,
+            "candidates": self.candidate_summary(),
+            "attempts": self.attempts,
+            "calls": self.calls,
+            "history": [{k: v for k, v in h.items() if k != "answers"} for h in self.history],
+            "run_id": run_id,
+            "calibration": self.calibration,
+        }
 
     def candidate_summary(self) -> list[dict[str, Any]]:
         """Each distinct answer with its votes and its share of the last attempt's samples."""
@@ -89,6 +121,15 @@ class Decided:
 class _Attempt:
     outcome: SampleOutcome
     error: BaseException | None
+    drawn: list[Candidate] = field(default_factory=list)
+    """The candidates as the backend returned them, in the order drawn (one per outcome record)."""
+
+    def candidate(self, record: CandidateRecord | None) -> Candidate | None:
+        """The drawn candidate behind ``record`` (the loop records every draw, in order)."""
+        if record is None or len(self.drawn) != len(self.outcome.candidates):
+            return None
+        index = next(i for i, c in enumerate(self.outcome.candidates) if c is record)
+        return self.drawn[index]
 
 
 async def decide_request(
@@ -178,7 +219,16 @@ async def decide_request(
             ),
         )
         answers = [c["answer"] for c in out.candidates]
-        history.append({"attempt": state.attempt, "answers": answers, "action": verdict.action.value})
+        votes = sum(1 for c in out.candidates if not c.get("cut") and not c.get("repeat"))
+        history.append(
+            {
+                "attempt": state.attempt,
+                "action": verdict.action.value,
+                "samples": len(answers),
+                "votes": votes,
+                "answers": answers,
+            }
+        )
         if log is not None:
             summary: dict[str, Any] = {"n": len(answers), "answers": answers}
             chosen = best_candidate(out.candidates, leader)
@@ -201,9 +251,12 @@ async def decide_request(
         verdict=verdict,
         candidates=out.candidates,
         chosen=chosen,
-        stopping_reason=_stopping_reason(out, verdict),
+        chosen_candidate=tried.candidate(chosen),
+        stopping_reason=_stopping_reason(out, verdict, history),
         max_samples=policy.max_samples,
         samples_used=samples,
+        calls=int(used.get("attempts", 0)),
+        history=history,
         input_tokens=tokens[0],
         output_tokens=tokens[1],
         error=tried.error,
@@ -215,7 +268,8 @@ async def decide_request(
         log.record_summary(
             run_id=run_id,
             step_id=STEP_ID,
-            final_answer=chosen["answer"] if chosen is not None and verdict.action is Action.ACCEPT else None,
+            # What the response carried, accepted or not (the last verdict says which).
+            final_answer=chosen["answer"] if chosen is not None else None,
             sampling_history=history,
             budget_used=dict(used),
             budget_max={k: v for k, v in options.budget.model_dump().items()},
@@ -244,7 +298,7 @@ async def _attempt(
         failed = out.error is not None and counts_against(out.error)
         if failed or out.candidates:
             breaker.report(target, failed=failed)
-    return _Attempt(out, watched.error if out.error is not None else None)
+    return _Attempt(out, watched.error if out.error is not None else None, watched.drawn)
 
 
 class _Watched:
@@ -255,6 +309,7 @@ class _Watched:
         self._backend = backend
         self.error: BaseException | None = None
         self.used = used
+        self.drawn: list[Candidate] = []
 
     @property
     def name(self) -> str:
@@ -270,14 +325,31 @@ class _Watched:
             raise
         self.used[0] += sum(c.usage.input_tokens for c in drawn)
         self.used[1] += sum(c.usage.output_tokens for c in drawn)
+        self.drawn += drawn
         return drawn
 
 
-def _stopping_reason(out: SampleOutcome, verdict: Verdict) -> str:
+def _stopping_reason(out: SampleOutcome, verdict: Verdict, history: list[dict[str, Any]]) -> str:
+    """Why the last attempt's sampling ended, saying which attempt, and its samples beside its votes
+    where they differ (the rule counts votes; ``samples_used`` counts every sample of every attempt)."""
     if out.stop is not None:
-        return out.stop.reason
-    if out.exhausted is not None:
-        return str(out.exhausted)
-    if out.error is not None:
-        return out.error.reason
-    return verdict.reason
+        reason = out.stop.reason
+    elif out.exhausted is not None:
+        reason = str(out.exhausted)
+    elif out.error is not None:
+        reason = out.error.reason
+    else:
+        reason = verdict.reason
+    last = history[-1] if history else None
+    if last is None:
+        return reason
+    if last["samples"] != last["votes"]:
+        cut = sum(1 for c in out.candidates if c.get("cut"))
+        repeats = sum(1 for c in out.candidates if c.get("repeat"))
+        reason += (
+            f" ({last['samples']} samples drawn, {last['votes']} of them votes: "
+            f"{cut} cut short, {repeats} repeats)"
+        )
+    if len(history) > 1:
+        reason = f"attempt {last['attempt']}: {reason}"
+    return reason

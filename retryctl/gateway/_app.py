@@ -3,7 +3,8 @@
 A chat request past ``max_concurrency`` in progress is refused at once with 429 and ``Retry-After``
 (backpressure: a queue inside the gateway would only hide the overload from the load balancer). One
 that is not adaptive goes to the upstream (:mod:`._upstream`); an adaptive one is decided by the attempt
-engine (:mod:`._adaptive`) and answered as a normal completion carrying a ``retryctl`` block. Nothing is
+engine (:mod:`._adaptive`) and answered as a normal completion carrying a ``retryctl`` block (streamed,
+when asked, as the decided answer in one piece: nothing is sent before the decision). Nothing is
 kept between requests but the breakers (in their store) and the decision log (appended under a file
 lock), so any number of replicas can serve behind one load balancer.
 """
@@ -28,12 +29,13 @@ from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker
 from retryctl.exceptions import BreakerOpen
 from retryctl.gateway._adaptive import Decided, decide_request
-from retryctl.gateway._completion import completion
+from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
+from retryctl.gateway._knobs import output_knobs
 from retryctl.gateway._request import ChatRequest, parse_body
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
-from retryctl.models import normalise_messages
+from retryctl.models import Candidate, normalise_messages
 from retryctl.nodes._events import new_run_id
 
 __all__ = ["CONFIG_ENV", "Gateway", "app_from_env", "create_app"]
@@ -143,10 +145,11 @@ class Gateway:
 
     async def _adaptive(self, chat: ChatRequest) -> Response:
         run_id = new_run_id()
+        knobs = output_knobs(chat)
         decided = await decide_request(
             backend=self.upstream.backend,
             messages=normalise_messages(chat.messages),
-            params=chat.sampling_params(default_max_tokens=512),
+            params=knobs.apply(chat.sampling_params(default_max_tokens=512)),
             options=chat.options,
             run_id=run_id,
             retry=self.retry,
@@ -157,35 +160,20 @@ class Gateway:
         )
         if decided.chosen is None:
             raise self._nothing_drawn(decided)
-        name = self.upstream.name
-        choice = {
-            "index": 0,
-            "message": {"role": "assistant", "content": decided.chosen["text"]},
-            "finish_reason": "stop",
-            "logprobs": None,
-        }
-        verdict = decided.verdict
-        block = {
-            "confidence": verdict.confidence,
-            "samples_used": decided.samples_used,
-            "max_samples": decided.max_samples,
-            "stopping_reason": decided.stopping_reason,
-            "candidates": decided.candidate_summary(),
-            "verdict": verdict.action.value,
-            "reason": verdict.reason,
-            "answer": decided.chosen["answer"],
-            "attempts": decided.attempts,
-            "run_id": run_id,
-            "calibration": decided.calibration,
-        }
+        # The chosen sample as drawn: its finish reason (``length`` when cut), its logprobs.
+        drawn = decided.chosen_candidate or Candidate(text=decided.chosen["text"], model=self.upstream.name)
+        choice = candidate_choice(0, drawn, top_logprobs=knobs.top_logprobs)
+        block = decided.block(run_id)
         done = completion(
-            model=name,
+            model=self.upstream.name,
             choices=[choice],
+            # Every sample of every attempt: what the request cost, as the log's budget_used says.
             input_tokens=decided.input_tokens,
             output_tokens=decided.output_tokens,
             id=f"chatcmpl-{run_id.replace('-', '')[:24]}",
             extra={"retryctl": block},
         )
+        verdict = decided.verdict
         # The block again as headers, for clients that keep only the standard fields of the body
         # (LangChain's ChatOpenAI shows headers with include_response_headers=True).
         headers = {
@@ -195,6 +183,11 @@ class Gateway:
             "x-retryctl-run-id": run_id,
             "x-retryctl-calibration": decided.calibration or "",
         }
+        if chat.stream:
+            options = (chat.model_extra or {}).get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            events = sse_chunks(done, include_usage=include_usage, extra={"retryctl": block})
+            return StreamingResponse(iter(events), media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(done), media_type=_JSON, headers=headers)
 
     def _nothing_drawn(self, decided: Decided) -> ApiError:

@@ -163,14 +163,6 @@ class ChatRequest(BaseModel):
                     400, "'retryctl' options need \"adaptive\": true", param="retryctl", code="invalid_value"
                 )
             return
-        if self.stream:
-            raise ApiError(
-                400,
-                'adaptive sampling answers with one decided completion: "stream": true is not '
-                'supported with "adaptive": true',
-                param="stream",
-                code="unsupported_value",
-            )
         if self.n not in (None, 1):
             raise ApiError(
                 400,

@@ -10,7 +10,8 @@ streamed answer is passed through chunk by chunk once the upstream has answered 
 that is retried like any other, one after it ends the stream (the caller has part of an answer by then).
 
 :class:`EmbeddedUpstream` answers from the in-process model: ``n`` candidates sampled with the request's
-knobs, a stream sent as one chunk per choice.
+knobs (``logprobs`` and ``response_format`` honoured, :mod:`._knobs`), a stream sent as it is decoded
+(:mod:`._stream`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from retryctl.controller._breaker import counts_against
 from retryctl.exceptions import ConfigError
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._errors import ApiError, from_fault
+from retryctl.gateway._knobs import output_knobs
 from retryctl.gateway._request import ChatRequest
+from retryctl.gateway._stream import TokenStream, streams_text
 from retryctl.models import (
     BackendError,
     BackendTimeout,
@@ -298,25 +301,40 @@ class EmbeddedUpstream:
         return self._backend
 
     async def forward(self, body: dict[str, Any], request: ChatRequest) -> Forwarded:
-        params = request.sampling_params(default_max_tokens=self.default_max_tokens)
+        knobs = output_knobs(request)
+        params = knobs.apply(request.sampling_params(default_max_tokens=self.default_max_tokens))
         tools = _tools(body.get("tools"))
         if tools:
             params = dataclasses.replace(params, tools=tools)
         n = request.n or 1
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        if request.stream and streams_text(self._backend):
+            stream = TokenStream(
+                self._backend,
+                request.messages,
+                params,
+                k=n,
+                model=self._name,
+                include_usage=include_usage,
+                top_logprobs=knobs.top_logprobs,
+            )
+            await stream.start()
+            return Forwarded(200, "text/event-stream", chunks=stream.chunks(), close=stream.close)
         try:
             candidates = await self._backend.sample(request.messages, params, k=n)
         except BackendError as exc:
             raise from_fault(exc, upstream=self._name) from None
         done = completion(
             model=self._name,
-            choices=[candidate_choice(i, c) for i, c in enumerate(candidates)],
+            choices=[
+                candidate_choice(i, c, top_logprobs=knobs.top_logprobs) for i, c in enumerate(candidates)
+            ],
             # The prompt is read once for all n choices, as OpenAI counts it.
             input_tokens=max((c.usage.input_tokens for c in candidates), default=0),
             output_tokens=sum(c.usage.output_tokens for c in candidates),
         )
-        if request.stream:
-            options = body.get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        if request.stream:  # a backend that decodes whole (a scripted one): one chunk a choice
             return Forwarded(
                 200, "text/event-stream", chunks=_aiter(sse_chunks(done, include_usage=include_usage))
             )

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from retryctl.models._logprobs import logprob_of
 
-__all__ = ["CONSIDERED", "AdmittedLogprobs", "WholeVocabulary", "token_scorer"]
+__all__ = ["CONSIDERED", "AdmittedLogprobs", "TokenScorer", "WholeVocabulary"]
 
 CONSIDERED = 256
 """How many of the most likely tokens are put to the grammar at each step (see the module doc)."""
@@ -95,9 +95,24 @@ class WholeVocabulary:
         """Nothing to free."""
 
 
-def token_scorer(lib: Any, vocab: Any, grammar: Any) -> AdmittedLogprobs | WholeVocabulary:
-    """The scorer for one decoding run: over the admitted tokens of ``grammar`` (a ``LlamaGrammar``),
-    or over the whole vocabulary when there is none."""
-    if grammar is None:
-        return WholeVocabulary()
-    return AdmittedLogprobs(lib, vocab, grammar._grammar, grammar._root)
+class TokenScorer:
+    """Each drawn token's logprob, read from the context's last logits, for one decoding run: over the
+    admitted tokens of ``grammar`` (a ``LlamaGrammar``), or over the whole vocabulary when it is ``None``.
+    """
+
+    def __init__(self, lib: Any, ctx: Any, vocab: Any, n_vocab: int, grammar: Any) -> None:
+        self._lib, self._ctx, self._n_vocab = lib, ctx, n_vocab
+        self._way: AdmittedLogprobs | WholeVocabulary = (
+            WholeVocabulary()
+            if grammar is None
+            else AdmittedLogprobs(lib, vocab, grammar._grammar, grammar._root)
+        )
+
+    def score(self, token: int, top: int = 0) -> tuple[float, list[tuple[int, float]]]:
+        """``token``'s logprob and the ``top`` most likely alternatives, at the current position."""
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        return self._way.logprob_of(logits, token, top)
+
+    def close(self) -> None:
+        """Free what the run held."""
+        self._way.close()

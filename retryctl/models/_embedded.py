@@ -34,6 +34,7 @@ from retryctl.models._gbnf import gbnf_problem, regex_to_gbnf
 from retryctl.models._grammar import Grammar
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._text_sink import TextEmitter, TextSink
 from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
 
 __all__ = ["EmbeddedBackend"]
@@ -186,11 +187,27 @@ class EmbeddedBackend(BackendBase):
         tokens: list[int] = self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         return tokens
 
-    def _decode(self, prompt: list[int], params: SamplingParams, seed: int, grammar: Any) -> _Decoded:
-        """One decoding run. Reads the logits after each token for its logprob (see module doc)."""
-        import numpy as np
+    def _token_logprob(
+        self, piece: bytes, logprob: float, alternatives: list[tuple[int, float]]
+    ) -> TokenLogprob:
+        return TokenLogprob(
+            token=piece.decode("utf-8", errors="replace"),
+            logprob=logprob,
+            top=tuple((self._piece(i).decode("utf-8", errors="replace"), alp) for i, alp in alternatives),
+        )
 
-        from retryctl.models._admitted import token_scorer
+    def _decode(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        seed: int,
+        grammar: Any,
+        *,
+        emitter: TextEmitter | None = None,
+    ) -> _Decoded:
+        """One decoding run. Reads the logits after each token for its logprob (see module doc); hands
+        its text to ``emitter`` as it becomes final, and ends early when its sink says so."""
+        from retryctl.models._admitted import TokenScorer
 
         llm, llama_cpp = self._llm, self._lib
         max_new = min(params.max_tokens, llm.n_ctx() - len(prompt))
@@ -209,7 +226,7 @@ class EmbeddedBackend(BackendBase):
         finish = "length"
         watch = CutWatch(params.cut_below, CUT_WINDOW) if params.cut_below and params.logprobs else None
         # Under a grammar the logprobs are the constrained distribution's (see ._admitted).
-        scorer = token_scorer(llama_cpp, vocab, grammar if params.logprobs else None)
+        scorer = TokenScorer(llama_cpp, ctx, vocab, n_vocab, grammar if params.logprobs else None)
         started = time.perf_counter()
         llm.set_seed(seed)
         tokens = llm.generate(
@@ -228,18 +245,7 @@ class EmbeddedBackend(BackendBase):
                     break
                 piece = self._piece(token)
                 if params.logprobs:
-                    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
-                    lp, alternatives = scorer.logprob_of(logits, token, top)
-                    logprobs.append(
-                        TokenLogprob(
-                            token=piece.decode("utf-8", errors="replace"),
-                            logprob=lp,
-                            top=tuple(
-                                (self._piece(i).decode("utf-8", errors="replace"), alp)
-                                for i, alp in alternatives
-                            ),
-                        )
-                    )
+                    logprobs.append(self._token_logprob(piece, *scorer.score(token, top)))
                 starts.append(len(buf))
                 buf += piece
                 if stops:
@@ -254,11 +260,15 @@ class EmbeddedBackend(BackendBase):
                 if watch is not None and watch.add(logprobs[-1].logprob):
                     finish = "cut"
                     break
+                if emitter is not None and not emitter.feed(buf):
+                    break  # the caller went away: nobody reads the rest
                 if len(starts) >= max_new:
                     break
         finally:
             tokens.close()
             scorer.close()
+        if emitter is not None:
+            emitter.feed(buf, final=True)
         return _Decoded(
             text=buf.decode("utf-8", errors="replace"),
             logprobs=tuple(logprobs) if params.logprobs else None,
@@ -267,8 +277,20 @@ class EmbeddedBackend(BackendBase):
             latency_ms=(time.perf_counter() - started) * 1000.0,
         )
 
-    def _plain(self, prompt: list[int], params: SamplingParams, seed: int, grammar: Any = None) -> Candidate:
-        run = self._decode(prompt, params, seed, grammar)
+    def _plain(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        seed: int,
+        grammar: Any = None,
+        *,
+        emit: TextSink | None = None,
+        index: int = 0,
+    ) -> Candidate:
+        # Bytes that may yet begin a stop string are held back: a stop string is never sent.
+        holdback = max((len(s.encode("utf-8")) for s in params.stop), default=0) - 1
+        emitter = None if emit is None else TextEmitter(emit, index, holdback=holdback)
+        run = self._decode(prompt, params, seed, grammar, emitter=emitter)
         return Candidate(
             text=run.text,
             model=self.name,
@@ -394,9 +416,16 @@ class EmbeddedBackend(BackendBase):
         )
 
     def sample_sync(
-        self, messages: MessagesLike, params: SamplingParams | None = None, *, k: int = 1
+        self,
+        messages: MessagesLike,
+        params: SamplingParams | None = None,
+        *,
+        k: int = 1,
+        on_text: TextSink | None = None,
     ) -> list[Candidate]:
-        """The blocking core: k candidates, one after another, under the model's lock."""
+        """The blocking core: k candidates, one after another, under the model's lock. ``on_text`` is
+        handed each plain candidate's text as it is decoded (a structured one, decoded under a grammar
+        and checked, only whole: in the candidate); when it returns ``False`` decoding ends."""
         check_k(k)
         params = params or SamplingParams()
         msgs = normalise_messages(messages)
@@ -408,6 +437,8 @@ class EmbeddedBackend(BackendBase):
             prompt = self._prompt_tokens(msgs, params)
             out: list[Candidate] = []
             for i in range(k):
+                if on_text is not None and i and not on_text(i, ""):
+                    break  # the caller went away: no more candidates (an empty piece sends nothing)
                 # Candidate i, try t uses seed base + i + k·t: distinct across candidates and tries.
                 seeds = [(base + i + k * t) % _SEED_SPACE for t in range(tries)]
                 if params.grammar is not None:
@@ -415,7 +446,7 @@ class EmbeddedBackend(BackendBase):
                 elif structured:
                     out.append(self._structured(prompt, params, seeds, i))
                 else:
-                    out.append(self._plain(prompt, params, seeds[0]))
+                    out.append(self._plain(prompt, params, seeds[0], emit=on_text, index=i))
             return out
 
     async def sample(

@@ -77,6 +77,11 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+_SHOWN = {"attempts": "calls"}
+"""Budget quantities under the name a story gives them: the budget's ``attempts`` counts calls
+started (model calls, tool calls, retries), and an attempt of a step (a verdict) may make several."""
+
+
 def _budget(used: dict[str, Any], limit: dict[str, Any]) -> str:
     parts = []
     for name in ("samples", "attempts", "usd", "output_tokens", "transport_retries"):
@@ -85,18 +90,24 @@ def _budget(used: dict[str, Any], limit: dict[str, Any]) -> str:
         if name == "transport_retries" and not used.get(name) and cap is None:
             continue
         if name in used:
-            parts.append(f"{name} {_fmt(used[name])}" + ("" if cap is None else f"/{_fmt(cap)}"))
+            shown = _SHOWN.get(name, name)
+            parts.append(f"{shown} {_fmt(used[name])}" + ("" if cap is None else f"/{_fmt(cap)}"))
     return ", ".join(parts)
 
 
 def story_lines(events: list[dict[str, Any]]) -> list[str]:
     """The story as plain sentences, one or two lines per record."""
     lines: list[str] = []
+    attempts: dict[Any, int] = {}  # the highest attempt each step's verdicts name
     for i, e in enumerate(events, start=1):
+        if e["kind"] == "verdict" and isinstance(e["attempt"], int):
+            attempts[e["step_id"]] = max(attempts.get(e["step_id"], 0), e["attempt"])
         if e["kind"] == "summary":
             answer = e["final_answer"]
             used = _budget(e["budget_used"], e["budget_max"])
-            text = f"{i}. step {e['step_id']} ended with answer {answer!r}; used {used}"
+            made = attempts.get(e["step_id"])
+            after = "" if not made else f" after {made} attempt{'s' if made > 1 else ''}"
+            text = f"{i}. step {e['step_id']} ended{after} with answer {answer!r}; used {used}"
             if e.get("gold") is not None:
                 text += f"; gold {e['gold']!r}"
             lines.append(text)
@@ -117,7 +128,7 @@ def story_lines(events: list[dict[str, Any]]) -> list[str]:
             # The run's totals, shared with its other steps: what this attempt charged is its own.
             if budget:
                 details.append(f"run budget {budget}")
-            charged = ", ".join(f"{k} {_fmt(v)}" for k, v in e["charged"].items())
+            charged = ", ".join(f"{_SHOWN.get(k, k)} {_fmt(v)}" for k, v in e["charged"].items())
             details.append(f"this attempt charged {charged or 'nothing'}")
         elif budget:
             details.append(f"budget {budget}")

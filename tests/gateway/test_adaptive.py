@@ -11,7 +11,14 @@ from retryctl.controller import Breaker, BreakerConfig, Budget, ManualClock
 from retryctl.exceptions import BreakerOpen
 from retryctl.gateway import AdaptiveOptions
 from retryctl.gateway._adaptive import Decided, decide_request
-from retryctl.models import RetrySettings, SamplingParams, ScriptedBackend, TransientBackendError
+from retryctl.models import (
+    Candidate,
+    RetrySettings,
+    SamplingParams,
+    ScriptedBackend,
+    TransientBackendError,
+    Usage,
+)
 
 MESSAGES = [{"role": "user", "content": "6 * 7?"}]
 
@@ -114,3 +121,58 @@ class TestDecideRequest:
         summary = verdict.candidates_summary
         assert isinstance(summary, dict) and summary["chosen"] == 1  # the first '4', not the first draw
         assert decided.candidates[1] is decided.chosen
+
+
+class TestBlockAgreesWithLog:
+    """The ``retryctl`` block counts as the records do (one definition of attempts, calls, samples)."""
+
+    def test_a_sample_cut_short_is_drawn_and_paid_but_no_vote_and_the_reason_says_so(self) -> None:
+        cut = Candidate(text="The answer", model="scripted", finish_reason="cut", usage=Usage(3, 2))
+        script: list[str | Candidate] = ["The answer is 42.", cut, "The answer is 41."]
+        decided = _decide(
+            ScriptedBackend(script, confidence=0.9), AdaptiveOptions(min_samples=3, max_samples=3)
+        )
+        block = decided.block("run-1")
+        assert block["samples_used"] == 3
+        assert block["history"] == [{"attempt": 1, "action": "stop", "samples": 3, "votes": 2}]
+        # The rule speaks of votes ("2 of 2"): the reason says the third sample was drawn and cut.
+        assert "(3 samples drawn, 2 of them votes: 1 cut short, 0 repeats)" in block["stopping_reason"]
+
+    def test_after_a_retry_the_block_the_records_and_the_reason_name_the_attempts(
+        self, tmp_path: Path
+    ) -> None:
+        fault = TransientBackendError("HTTP 503: busy", backend="scripted", status_code=503)
+        backend = ScriptedBackend([fault, "The answer is 42.", "The answer is 42."], confidence=0.95)
+        with DecisionLog(tmp_path / "d.jsonl") as log:
+            decided = _decide(backend, AdaptiveOptions(min_samples=2, max_samples=2), log=log)
+        block = decided.block("run-1")
+        records = list(read_records(tmp_path / "d.jsonl"))
+        verdicts = [r for r in records if r.kind == "verdict"]
+        (summary,) = [r for r in records if r.kind == "summary"]
+        assert block["attempts"] == len(verdicts) == 2
+        assert [h["action"] for h in block["history"]] == ["retry", "accept"]
+        assert block["stopping_reason"].startswith("attempt 2: ")
+        used = summary.budget_used
+        assert isinstance(used, dict)
+        assert block["calls"] == used["attempts"] == 2  # the failed call is a call
+        assert block["samples_used"] == used["samples"] == 2
+
+    def test_an_unaccepted_answer_is_the_summarys_final_answer(self, tmp_path: Path) -> None:
+        script = ["The answer is 34.", "The answer is 35."] * 2
+        with DecisionLog(tmp_path / "d.jsonl") as log:
+            decided = _decide(
+                ScriptedBackend(script, confidence=0.5),
+                AdaptiveOptions(min_samples=2, max_samples=2),
+                log=log,
+            )
+        assert decided.verdict.action.value == "stop" and decided.chosen is not None
+        (summary,) = [r for r in read_records(tmp_path / "d.jsonl") if r.kind == "summary"]
+        assert summary.final_answer == decided.chosen["answer"] == "34"
+
+    def test_the_chosen_sample_is_the_one_drawn_with_its_finish_reason(self) -> None:
+        long = Candidate(text="The answer is 42 and", model="scripted", finish_reason="length")
+        decided = _decide(
+            ScriptedBackend([long], confidence=0.9), AdaptiveOptions(min_samples=1, max_samples=1)
+        )
+        drawn = decided.chosen_candidate
+        assert drawn is not None and drawn.text == long.text and drawn.finish_reason == "length"

@@ -4,6 +4,7 @@ fixture of tests/models/conftest.py), and serving the embedded model itself (``-
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -81,6 +82,15 @@ class TestOpenAISdk:
         assert done.usage is not None and done.usage.completion_tokens >= block["samples_used"]
         report = verify_log(log)
         assert report.ok and block["run_id"] in log.read_text()
+        # The record says what the response says (upstream samples: usage is every sample's).
+        rows = [json.loads(line) for line in log.read_text().splitlines()]
+        mine = [r for r in rows if r.get("run_id") == block["run_id"]]
+        summary = next(r for r in mine if r["kind"] == "summary")
+        assert len([r for r in mine if r["kind"] == "verdict"]) == block["attempts"]
+        assert summary["final_answer"] == block["answer"]
+        assert summary["budget_used"]["samples"] == block["samples_used"]
+        assert summary["budget_used"]["attempts"] == block["calls"]
+        assert done.choices[0].finish_reason in ("stop", "length")
 
     def test_a_bad_option_is_a_bad_request_error_naming_it(self, proxied: tuple[str, Path]) -> None:
         url, _ = proxied

@@ -54,7 +54,6 @@ class TestParseBody:
             (_body(adaptive=True, retryctl={"budget": {"samplez": 1}}), "retryctl.budget.samplez"),
             (_body(adaptive=True, retryctl={"bogus": 1}), "retryctl.bogus"),
             (_body(retryctl={"max_samples": 3}), "retryctl"),
-            (_body(adaptive=True, stream=True), "stream"),
             (_body(adaptive=True, n=3), "n"),
             (_body(adaptive=True, tools=[{"type": "function", "function": {"name": "f"}}]), "tools"),
         ],

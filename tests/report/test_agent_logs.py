@@ -144,8 +144,8 @@ class TestMiddlewareLog:
         events = [e for e in json.loads(why.stdout)["why"]["events"] if e["kind"] == "verdict"]
         assert sum(e["charged"].get("samples", 0) for e in events) == 5
         story = "\n".join(json.loads(why.stdout)["why"]["story"])
-        assert "run budget samples 1, attempts 1" in story and "this attempt charged" in story
-        assert re.search(r"this attempt charged attempts 1(;|$)", story, re.MULTILINE)  # a tool call's line
+        assert "run budget samples 1, calls 1" in story and "this attempt charged" in story
+        assert re.search(r"this attempt charged calls 1(;|$)", story, re.MULTILINE)  # a tool call's line
 
         diff = runner.invoke(app, ["audit", "--diff", str(path), str(path), "--json"])
         assert diff.exit_code == 0, diff.output

@@ -136,7 +136,7 @@ class TestRunStory:
         lines = story_lines(events)
         assert "SWITCH" in lines[0] and "on small" in lines[0] and "switching to 'large'" in lines[0]
         assert any("ACCEPT" in line and "on large" in line for line in lines)
-        assert lines[-1].startswith("3. step solve ended with answer '42'")
+        assert lines[-1].startswith("3. step solve ended after 2 attempts with answer '42'")
 
     def test_unknown_run_has_no_story(self, real_log: Path) -> None:
         assert run_story([real_log], "nope") == []

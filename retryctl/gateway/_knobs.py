@@ -1,0 +1,71 @@
+"""The output knobs the gateway honours when it samples itself (the embedded model, adaptive requests):
+``logprobs``, ``top_logprobs`` and ``response_format``.
+
+A proxied request keeps them as sent, for the upstream to judge. Where the gateway samples, each is
+either done (the embedded model decodes a JSON answer under a grammar and reads every token's logprob)
+or refused with a 400 naming the field: never dropped in silence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from retryctl.exceptions import ConfigError
+from retryctl.gateway._errors import ApiError
+from retryctl.gateway._request import ChatRequest
+from retryctl.models import SamplingParams
+
+__all__ = ["OutputKnobs", "output_knobs"]
+
+_MAX_TOP_LOGPROBS = 20
+"""OpenAI's own bound on ``top_logprobs``."""
+
+
+@dataclass(frozen=True)
+class OutputKnobs:
+    """What a request asked of its output beyond the text."""
+
+    top_logprobs: int | None = None
+    """Alternatives per token to return with each token's logprob; ``None``: no logprobs asked."""
+    response_format: dict[str, Any] | None = None
+    """OpenAI's ``response_format`` (``text``, ``json_object``, ``json_schema``), ``None`` when unset."""
+
+    def apply(self, params: SamplingParams) -> SamplingParams:
+        """``params`` with these knobs (a bad ``response_format`` is a 400 naming its field)."""
+        changes: dict[str, Any] = {}
+        if self.top_logprobs is not None:
+            changes.update(logprobs=True, top_logprobs=max(self.top_logprobs, params.top_logprobs))
+        if self.response_format is not None:
+            changes["response_format"] = self.response_format
+        try:
+            return dataclasses.replace(params, **changes) if changes else params
+        except ConfigError as exc:
+            raise ApiError(
+                400, f"invalid '{exc.field}': {exc.problem}", param=exc.field, code="invalid_value"
+            ) from None
+
+
+def output_knobs(request: ChatRequest) -> OutputKnobs:
+    """The output knobs of ``request``, each checked as the OpenAI API checks it."""
+    extra = request.model_extra or {}
+    logprobs = extra.get("logprobs")
+    top = extra.get("top_logprobs")
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise _bad("logprobs", f"must be a boolean (got {logprobs!r})")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= _MAX_TOP_LOGPROBS:
+            raise _bad("top_logprobs", f"must be an integer from 0 to {_MAX_TOP_LOGPROBS} (got {top!r})")
+        if logprobs is not True:
+            raise _bad("top_logprobs", '"logprobs" must be true when "top_logprobs" is set')
+    fmt = extra.get("response_format")
+    if fmt is not None and not isinstance(fmt, dict):
+        raise _bad("response_format", f"must be an object with a 'type' (got {fmt!r})")
+    if fmt is not None and fmt.get("type") == "text":
+        fmt = None  # the default: nothing to constrain
+    return OutputKnobs(top_logprobs=(top or 0) if logprobs else None, response_format=fmt)
+
+
+def _bad(param: str, problem: str) -> ApiError:
+    return ApiError(400, f"invalid '{param}': {problem}", param=param, code="invalid_value")
