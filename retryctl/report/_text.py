@@ -23,7 +23,7 @@ def _num(value: Any) -> str:
 
 def _tokens(value: float) -> str:
     """A token count, whole as counts are (thousands separated), else as :func:`_num` shows it."""
-    return f"{value:,.0f}" if value.is_integer() else _num(value)
+    return f"{value:,.0f}" if float(value).is_integer() else _num(value)
 
 
 def render_verification(reports: list[VerifyReport]) -> RenderableType:
