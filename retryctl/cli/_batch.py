@@ -76,21 +76,22 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
     table.add_column("value", justify="right")
     acc = summary["accuracy"]
     avg = summary["avg_samples"]
+    # The names and definitions of retryctl._scores.FIGURES, fractions with three decimals as in
+    # `eval` and `audit`: the same run's figures read the same in all three.
     rows = [
         ("tasks in results", str(summary["tasks"])),
         ("finished", str(summary["finished"])),
         ("infrastructure errors", str(summary["errors"])),
-        (
-            "accuracy (accepted and right)",
-            "—" if acc is None else f"{acc:.1%} of {summary['graded']} with gold",
-        ),
+        ("tasks with gold", str(summary["graded"])),
         *(
-            (label, "—" if summary[key] is None else f"{summary[key]:{spec}}")
-            for label, key, spec in (
-                ("coverage (accepted)", "coverage", ".1%"),
-                ("accepted precision", "accepted_precision", ".1%"),
-                ("ECE of accepted", "ece", ".3f"),
-                ("AUROC", "auroc", ".3f"),
+            (label, "—" if summary[key] is None else f"{summary[key]:.3f}")
+            for label, key in (
+                ("accuracy (accepted and right / with gold)", "accuracy"),
+                ("coverage (accepted / with gold)", "coverage"),
+                ("accepted precision (right / accepted)", "accepted_precision"),
+                ("ungated accuracy (right / with gold)", "ungated_accuracy"),
+                ("ECE of accepted", "ece"),
+                ("AUROC", "auroc"),
             )
             if acc is not None
         ),

@@ -232,23 +232,30 @@ def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
 
 
 def _sweep_table(rows: list[dict[str, Any]]) -> Table:
+    # Shares (the accuracies and the rates) are fractions with three decimals, as in every command.
     table = Table(title="retryctl sweep")
     columns = (
-        ("point", "point"),
-        ("majority %", "majority_accuracy"),
-        ("default %", "default_accuracy"),
-        ("default tokens", "default_avg_tokens"),
-        ("mean len", "mean_tokens"),
-        ("p90 len", "p90_tokens"),
-        ("cut off", "length_rate"),
-        ("no answer", "parse_failure_rate"),
-        ("repeats", "repetition_rate"),
+        ("point", "point", None),
+        ("majority accuracy", "majority_accuracy", ".3f"),
+        ("default accuracy", "default_accuracy", ".3f"),
+        ("default samples", "default_avg_samples", ".2f"),
+        ("default tokens", "default_avg_tokens", ".1f"),
+        ("mean len", "mean_tokens", ".1f"),
+        ("p90 len", "p90_tokens", None),
+        ("cut off", "length_rate", ".3f"),
+        ("no answer", "parse_failure_rate", ".3f"),
+        ("repeats", "repetition_rate", ".3f"),
     )
-    for title, _ in columns:
+    for title, _, _ in columns:
         table.add_column(title, justify="left" if title == "point" else "right", no_wrap=True)
     for row in rows:
         view = {**row, "length_rate": row["finish"].get("length", 0.0)}
-        table.add_row(*("—" if view.get(key) is None else str(view[key]) for _, key in columns))
+        table.add_row(
+            *(
+                "—" if view.get(key) is None else str(view[key]) if spec is None else f"{view[key]:{spec}}"
+                for _, key, spec in columns
+            )
+        )
     return table
 
 

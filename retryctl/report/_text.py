@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from retryctl.audit import VerifyReport
+from retryctl.report._summary import figures_line
 
 __all__ = ["render_diff", "render_summary", "render_verification"]
 
@@ -130,8 +132,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     acc = summary["accuracy"]
     if acc is not None:
         console.print(
-            f"[bold]Accuracy:[/bold] {acc['accuracy']:.1%} ({acc['correct']} of {acc['graded']} with gold), "
-            f"{acc['avg_samples']:.2f} samples per step"
+            f"[bold]Figures[/bold] of {acc['graded']} steps with gold: {escape(figures_line(acc))}; "
+            f"{acc['avg_samples']:.2f} samples per step",
+            soft_wrap=True,
         )
 
 
@@ -166,6 +169,7 @@ def render_diff(diff: dict[str, Any], console: Console) -> None:
         "steps",
         "accept_rate",
         "accuracy",
+        "ungated_accuracy",
         "graded",
         "avg_samples",
         "avg_attempts",
