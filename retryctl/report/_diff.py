@@ -1,8 +1,8 @@
 """``--diff A B``: two runs, or two logs (e.g. two policies over one task set), side by side.
 
 Each side is reduced to the same figures (verdict mix, steps, average samples and attempts per step,
-cost, accept rate, accuracy and ungated accuracy when gold answers are logged) and the difference ``B - A`` is given for
-every number.
+cost, accept rate, accuracy and ungated accuracy when gold answers are logged) and the difference
+``B - A`` is given for every number.
 """
 
 from __future__ import annotations

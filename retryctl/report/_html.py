@@ -183,7 +183,8 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
         parts.append(_panel("accuracy", "Accuracy against cost", body))
         if acc["reliability"]:
             bins = [
-                (float(b["confidence"]), float(b["share_right"]), float(b["steps"])) for b in acc["reliability"]
+                (float(b["confidence"]), float(b["share_right"]), float(b["steps"]))
+                for b in acc["reliability"]
             ]
             precision = "-" if acc["accepted_precision"] is None else f"{acc['accepted_precision']:.3f}"
             ece = "-" if acc["ece"] is None else f"{acc['ece']:.3f}"

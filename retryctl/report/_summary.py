@@ -190,9 +190,7 @@ def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
         **shares(n=len(oks), accepted=len(accepted), accepted_right=sum(accepted), right=right),
         # How far an accepted step's confidence is its chance of being right (retryctl.evals).
         "ece": ece(reliable),
-        "reliability": [
-            {"confidence": c, "share_right": a, "steps": n} for c, a, n in reliability(reliable)
-        ],
+        "reliability": [{"confidence": c, "share_right": a, "steps": n} for c, a, n in reliability(reliable)],
         "avg_samples": sum(totals.graded_samples) / len(oks),
         "usd": sum(totals.graded_usd),
         "by_samples": [

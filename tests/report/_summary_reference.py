@@ -4,7 +4,8 @@ Kept verbatim (but for this docstring, the entry point's name, and the per-budge
 issue 12, changed here as in ``_totals.py``: a budget's name is kept in a reason's shape and given
 as the row's ``budget``; and issue 13's ``ece`` and ``reliability`` of the accepted steps'
 last confidences; and issue 27's ``unchecked``, which reads the record-level counts, not the steps,
-so it is the package's own; and issue 29's names of the figures, those of ``retryctl._scores``) so that ``test_totals.py`` can check that totalling steps in halves and
+so it is the package's own; and issue 29's names of the figures, those of ``retryctl._scores``) so
+that ``test_totals.py`` can check that totalling steps in halves and
 joining them gives, bit for bit, what this gives.
 
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
