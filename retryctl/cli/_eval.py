@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["eval_"]
 
 _USAGE_EXIT = 2
-_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ece", "brier", "auroc")
+_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ungated_accuracy", "ece", "brier", "auroc")
+"""Every figure of `--json` per system, by the names of `retryctl._scores.FIGURES`."""
 
 
 def _fail(message: str) -> NoReturn:

@@ -120,6 +120,41 @@ class TestInterrupt:
         assert shlex.split(result.stderr.split("to continue: ")[1]) == ["retryctl", *args]
 
     @pytest.mark.usefixtures("scripted_model")
+    def test_sweep_ctrl_c_counts_every_grid_point(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        async def interrupted(*_args: object, **_kwargs: object) -> int:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr("retryctl.record.record_bank", interrupted)
+        tasks, out = _write(tmp_path / "t.jsonl", TASKS), tmp_path / "sweep"
+        args = ["sweep", str(tasks), "--out", str(out), "--temperature", "0.2,0.7", "--samples", "2", *SERVER]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 130
+        assert f"interrupted: 0 of 4 (task, grid point) pairs recorded and kept under {out}" in result.stderr
+        again = shlex.split(result.stderr.split("to continue: ")[1])
+        assert again == ["retryctl", *args]
+
+    @pytest.mark.usefixtures("scripted_model")
+    def test_a_negated_flag_is_given_back_negated(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from retryctl.evals import _run
+
+        async def interrupted(*_args: object, **_kwargs: object) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(_run, "run_eval", interrupted)
+        tasks, out = _write(tmp_path / "t.jsonl", TASKS), tmp_path / "run"
+        result = runner.invoke(
+            app, ["eval", str(tasks), "--out", str(out), "--no-baselines", "--json", *SERVER]
+        )
+        assert result.exit_code == 130
+        again = shlex.split(result.stderr.split("to continue: ")[1])
+        assert {"--no-baselines", "--json"} <= set(again) and "--baselines" not in again
+        assert "--agent" not in again and "--no-agent" not in again  # defaults are left out
+
+    @pytest.mark.usefixtures("scripted_model")
     def test_eval_ctrl_c_counts_each_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         from retryctl.evals import _run
 

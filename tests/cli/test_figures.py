@@ -101,6 +101,9 @@ class TestOneRunThreeCommands:
         table = runner.invoke(app, ["audit", str(log)]).stdout
         assert f"accuracy {from_audit['accuracy']:.3f} (accepted and right: " in table
         assert f"ungated accuracy {from_audit['ungated_accuracy']:.3f}" in table
+        tables = runner.invoke(app, ["eval", str(tasks), "--out", str(run), "--no-baselines", *SERVER]).stdout
+        for header in ("accuracy", "coverage", "accepted precision", "ungated accuracy", "ece", "auroc"):
+            assert header in tables  # every figure of --json has its column
         summary = runner.invoke(app, ["batch", str(tasks), "--out", str(out), "--resume", *SERVER]).stdout
         assert "accuracy (accepted and right / with gold)" in summary
         assert f"{from_batch['accuracy']:.3f}" in summary and "%" not in summary
