@@ -220,7 +220,7 @@ def _sections(summary: dict[str, Any]) -> str:
     bh = summary["black_holes"]
     body = (
         f"<p>{bh['steps']} steps in the top tenth by {bh['unit']} ended without an accepted answer, "
-        f"spending {bh['share']:.1%} of all {bh['unit']}.</p>"
+        f"spending {bh['share']:.3f} of all {bh['unit']}.</p>"
         + _table(
             ["run", "step", bh["unit"], "attempts", "outcome", "reason"],
             [

@@ -120,7 +120,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"[bold]Budget black holes:[/bold] {bh['steps']} steps in the top tenth by {bh['unit']} "
         "ended without "
-        f"an accepted answer, spending {bh['share']:.1%} of all {bh['unit']}."
+        f"an accepted answer, spending {bh['share']:.3f} of all {bh['unit']}."
     )
     for t in bh["top"][:5]:
         console.print(
@@ -140,7 +140,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
 
 def _print_unchecked(section: dict[str, Any], console: Console) -> None:
     """The accepts no check ran on: a line, and where there are some, where they are."""
-    share = "" if section["share"] is None else f" ({section['share']:.1%})"
+    share = "" if section["share"] is None else f" (share {section['share']:.3f})"
     console.print(
         f"[bold]Unchecked accepts:[/bold] {section['unchecked']} of {section['accepts']}{share}: "
         "no check ran on their result, so they claim no confidence"
@@ -155,7 +155,7 @@ def _print_unchecked(section: dict[str, Any], console: Console) -> None:
         for col in (name.replace("_id", ""), "accepts", "unchecked", "share"):
             table.add_column(col, justify="left" if col in ("target", "step") else "right")
         for r in [r for r in rows if r["unchecked"]][:10]:  # the lists put these first
-            table.add_row(r[name], _num(r["accepts"]), _num(r["unchecked"]), f"{r['share']:.0%}")
+            table.add_row(r[name], _num(r["accepts"]), _num(r["unchecked"]), f"{r['share']:.3f}")
         console.print(table)
 
 
