@@ -6,12 +6,19 @@ selective prediction and calibration, written out so that a figure in a report c
 * **accuracy**: accepted and right, over all tasks (an abstention counts as not right);
 * **coverage**: accepted, over all tasks;
 * **accepted precision**: right, over accepted;
+* **ungated accuracy**: right, over all tasks, whether accepted or not (what the answers would score if
+  every abstention were answered anyway; for a baseline, which accepts everything, it is its accuracy);
 * **ECE**: expected calibration error over *equal-mass* bins (each bin holds the same number of
   points, so a few confident outliers cannot hide in an empty-looking bin, and at least
   :data:`MIN_PER_BIN`), the gap between mean confidence and the share right, weighted by bin size;
 * **Brier score**: mean squared gap between confidence and outcome (0 right, 1 wrong);
 * **AUROC**: the chance that a right answer has a higher confidence than a wrong one (ties count half);
 * **risk–coverage**: answering only the most confident, the share wrong at each coverage.
+
+"All tasks" are the tasks with a gold answer. Every command that prints one of these figures (``batch``,
+``eval``, ``audit``, ``bench``, ``sweep``) means this definition by this name (:data:`FIGURES`), and
+prints it the same way: a fraction from 0 to 1 with three decimals, never a percent, in tables and JSON
+alike (ECE, Brier and AUROC are fractions too, so one convention covers every figure).
 
 Why by hand and not scikit-learn: these are a dozen lines each, and the project's core does not
 depend on a machine-learning stack for them (the fit in :mod:`retryctl.evals._fit` uses SciPy).
@@ -25,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "FIGURES",
     "MIN_PER_BIN",
     "Graded",
     "Scores",
@@ -34,7 +42,31 @@ __all__ = [
     "reliability",
     "risk_coverage",
     "scores",
+    "shares",
 ]
+
+FIGURES = {
+    "accuracy": "accepted and right / tasks with gold",
+    "coverage": "accepted / tasks with gold",
+    "accepted_precision": "right / accepted",
+    "ungated_accuracy": "right, accepted or not / tasks with gold",
+    "ece": "expected calibration error of the accepted answers' confidences (equal-mass bins)",
+    "brier": "mean (confidence - outcome)^2 over every task",
+    "auroc": "P(a right answer's confidence > a wrong one's) over every task",
+}
+"""Each figure's name and its one definition, as the commands' tables and ``--json`` use them."""
+
+
+def shares(*, n: int, accepted: int, accepted_right: int, right: int) -> dict[str, float | None]:
+    """The share figures of :data:`FIGURES` from counts: ``n`` tasks with gold, ``accepted`` of them
+    accepted, ``accepted_right`` accepted and right, ``right`` right whether accepted or not. The one
+    place they are divided: the audit (which counts steps) and :func:`scores` both call it."""
+    return {
+        "accuracy": accepted_right / n if n else 0.0,
+        "coverage": accepted / n if n else 0.0,
+        "accepted_precision": accepted_right / accepted if accepted else None,
+        "ungated_accuracy": right / n if n else 0.0,
+    }
 
 
 @dataclass(frozen=True)
@@ -133,6 +165,8 @@ class Scores:
     accuracy: float
     coverage: float
     accepted_precision: float | None
+    ungated_accuracy: float
+    """Right whether accepted or not, over all (see :data:`FIGURES`)."""
     ece: float | None
     """Of the accepted answers' confidences (what ``accept`` claims)."""
     ece_all: float | None
@@ -149,6 +183,7 @@ class Scores:
             "accuracy": self.accuracy,
             "coverage": self.coverage,
             "accepted_precision": self.accepted_precision,
+            "ungated_accuracy": self.ungated_accuracy,
             "ece": self.ece,
             "brier": self.brier,
             "auroc": self.auroc,
@@ -161,12 +196,18 @@ def scores(graded: Iterable[Graded], bins: int = 10) -> Scores:
     n = len(rows)
     accepted = [(g.confidence, g.correct) for g in rows if g.accepted]
     everything = [(g.confidence, g.correct) for g in rows]
-    right_accepted = sum(ok for _, ok in accepted)
+    share = shares(
+        n=n,
+        accepted=len(accepted),
+        accepted_right=sum(ok for _, ok in accepted),
+        right=sum(g.correct for g in rows),
+    )
     return Scores(
         n=n,
-        accuracy=right_accepted / n if n else 0.0,
-        coverage=len(accepted) / n if n else 0.0,
-        accepted_precision=right_accepted / len(accepted) if accepted else None,
+        accuracy=share["accuracy"] or 0.0,
+        coverage=share["coverage"] or 0.0,
+        accepted_precision=share["accepted_precision"],
+        ungated_accuracy=share["ungated_accuracy"] or 0.0,
         ece=ece(accepted, bins),
         ece_all=ece(everything, bins),
         brier=brier(everything),

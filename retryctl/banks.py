@@ -69,6 +69,9 @@ class BankQuestion:
     """The reference answer."""
     samples: tuple[RecordedSample, ...]
     """Recorded samples in recording order."""
+    stratum: str | None = None
+    """The question's difficulty stratum when the bank names one (its ``stratum`` key, as ``retryctl
+    record`` copies it from the task file); ``retryctl bench --strata`` splits by it."""
 
 
 def _scalar_text(value: object) -> str | None:
@@ -167,11 +170,15 @@ def _question(record: Any) -> BankQuestion:
         raise ValueError("field 'samples' must be a list")
     if not samples:
         raise ValueError("field 'samples' is empty")
+    stratum = record.get("stratum")
+    if stratum is not None and not isinstance(stratum, str):
+        raise ValueError(f"field 'stratum' must be a string, got {stratum!r}")
     return BankQuestion(
         id=qid,
         question=record["question"],
         gold=gold,
         samples=tuple(_sample(s, f"samples[{i}]") for i, s in enumerate(samples)),
+        stratum=stratum,
     )
 
 

@@ -235,8 +235,9 @@ def graded_outcomes(rows: Iterable[Mapping[str, Any]]) -> list[Graded]:
 
 def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals over result lines: status mix, average samples, cost, and with gold how far ``accept``
-    can be trusted (``accuracy``: accepted and right over graded; ``coverage``; ``accepted_precision``;
-    ``ece`` of the accepted confidences; ``auroc`` of confidence for correctness: see
+    can be trusted, by the names of :data:`retryctl._scores.FIGURES` (``accuracy``: accepted and right
+    over graded; ``coverage``; ``accepted_precision``; ``ungated_accuracy``: right over graded, accepted
+    or not; ``ece`` of the accepted confidences; ``auroc`` of confidence for correctness: see
     :mod:`retryctl.evals`).
 
     A task with several lines (an ``error`` line, then the line of the resumed run that finished it)
@@ -258,6 +259,7 @@ def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "accuracy": figures.get("accuracy"),
         "coverage": figures.get("coverage"),
         "accepted_precision": figures.get("accepted_precision"),
+        "ungated_accuracy": figures.get("ungated_accuracy"),
         "ece": figures.get("ece"),
         "auroc": figures.get("auroc"),
         "avg_samples": (sum(samples) / len(samples)) if samples else None,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from retryctl.cli import _ending, _stderr
+from retryctl.cli._flags import FlagCommand, FlagGroup
 
 if TYPE_CHECKING:
     app: typer.Typer
@@ -45,6 +46,7 @@ def _build(names: list[str]) -> typer.Typer:
     """The app with the commands ``names``."""
     built = typer.Typer(
         name="retryctl",
+        cls=FlagGroup,
         help="Confidence-gated retry controller for LangGraph agents.",
         no_args_is_help=True,
         add_completion=False,
@@ -52,7 +54,7 @@ def _build(names: list[str]) -> typer.Typer:
     )
     for name in names:
         module, function = _COMMANDS[name]
-        built.command(name)(getattr(importlib.import_module(module), function))
+        built.command(name, cls=FlagCommand)(getattr(importlib.import_module(module), function))
     # The root callback keeps `retryctl audit ...` a subcommand even when audit is the only command.
     built.callback()(_root)
     return built

@@ -2,9 +2,9 @@
 
 Exit codes: 0 every chain is intact; 1 a chain is broken (the first broken record is named; the
 readable part is still analysed, records of the wrong shape skipped and named); 2 a usage error (a
-missing file, a FIFO or device, an unknown run id, an ``--html`` path that is a LOG or cannot be
-written) or a log whose chain verifies but whose records do not fit the schema (the first such line
-and field are named).
+missing file, a file that is not a decision log at all, a FIFO or device, an unknown run id, an
+``--html`` path that is a LOG or cannot be written) or a log whose chain verifies but whose records do
+not fit the schema (the first such line and field are named).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ __all__ = ["audit"]
 
 _BROKEN_EXIT = 1
 _USAGE_EXIT = 2
+_SNIFF_LINES = 20
+"""Lines read to tell a decision log from another file: a log with its first records damaged still has
+others carrying ``hash`` and ``prev_hash`` among them (that is a broken chain, exit 1, not exit 2)."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -83,11 +86,43 @@ def _check_files(paths: list[str], html: Path | None) -> None:
             check_input(p, "LOG")
         except PathError as exc:
             _fail(str(exc))
+        why = _not_a_log(p)
+        if why is not None:
+            _fail(f"{p}: not a decision log ({why}); retryctl audit reads the JSONL a DecisionLog writes")
     if html is not None:
         try:
             check_output(html, "--html", inputs=[(p, "LOG") for p in paths])
         except PathError as exc:
             _fail(str(exc))
+
+
+def _not_a_log(path: str) -> str | None:
+    """Why ``path`` is not a decision log, or ``None`` when it could be one: a log's records are JSON
+    objects with ``hash`` and ``prev_hash``; none among the first lines has them in a results file, a
+    task file, a bank, or text. An empty file is an empty log (a run that wrote nothing yet)."""
+    seen = 0
+    first = ""
+    torn = False
+    obj: object = None
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            seen += 1
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict) and "hash" in obj and "prev_hash" in obj:
+                return None
+            if not first:
+                first = "not JSON" if obj is None else "JSON without 'hash' and 'prev_hash'"
+            torn = not raw.endswith(b"\n")
+            if seen >= _SNIFF_LINES or torn:
+                break
+    if not seen or (seen == 1 and torn and obj is None):
+        return None  # empty, or one line cut short by a crash: verification names the torn tail
+    return f"its first {'line is' if seen == 1 else f'{seen} lines are'} {first}"
 
 
 def _check_invalid(invalid: list[str], *, broken: bool) -> None:

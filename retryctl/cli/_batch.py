@@ -3,7 +3,8 @@
 Exit codes: 0 every task finished; 1 some tasks failed on infrastructure after their retries (run
 again with ``--resume``); 2 a usage error (a malformed task file names its line) or an embedded model
 that cannot run on this CPU (a ``problem:`` line says how to rebuild it); 3 the batch breaker
-paused the batch (it says why; ``--resume`` continues).
+paused the batch (it says why; ``--resume`` continues); 130 interrupted by Ctrl-C (one line says how many
+tasks were kept and the command that resumes).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from retryctl.batch import (
     run_batch,
     summarise_results,
 )
+from retryctl.cli._console import grade_mark
+from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
@@ -62,7 +65,7 @@ def _describe(line: dict[str, Any]) -> str:
     if line["status"] == "error":
         return f"{line['id']}: error after {line['tries']} tries: {line['error']}"
     conf = "" if line.get("confidence") is None else f" (confidence {line['confidence']:.2f})"
-    mark = "" if "correct" not in line else (" ✓" if line["correct"] else " ✗")
+    mark = grade_mark(line)
     budget = " [at max budget]" if line.get("at_max_budget") else ""
     return f"{line['id']}: {line['status']} {line.get('answer')!r}{conf}{mark}{budget}"
 
@@ -73,21 +76,22 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
     table.add_column("value", justify="right")
     acc = summary["accuracy"]
     avg = summary["avg_samples"]
+    # The names and definitions of retryctl._scores.FIGURES, fractions with three decimals as in
+    # `eval` and `audit`: the same run's figures read the same in all three.
     rows = [
         ("tasks in results", str(summary["tasks"])),
         ("finished", str(summary["finished"])),
         ("infrastructure errors", str(summary["errors"])),
-        (
-            "accuracy (accepted and right)",
-            "—" if acc is None else f"{acc:.1%} of {summary['graded']} with gold",
-        ),
+        ("tasks with gold", str(summary["graded"])),
         *(
-            (label, "—" if summary[key] is None else f"{summary[key]:{spec}}")
-            for label, key, spec in (
-                ("coverage (accepted)", "coverage", ".1%"),
-                ("accepted precision", "accepted_precision", ".1%"),
-                ("ECE of accepted", "ece", ".3f"),
-                ("AUROC", "auroc", ".3f"),
+            (label, "—" if summary[key] is None else f"{summary[key]:.3f}")
+            for label, key in (
+                ("accuracy (accepted and right / with gold)", "accuracy"),
+                ("coverage (accepted / with gold)", "coverage"),
+                ("accepted precision (right / accepted)", "accepted_precision"),
+                ("ungated accuracy (right / with gold)", "ungated_accuracy"),
+                ("ECE of accepted", "ece"),
+                ("AUROC", "auroc"),
             )
             if acc is not None
         ),
@@ -233,6 +237,7 @@ async def _graph(graph: _GraphSpec) -> AsyncIterator[Invocable]:
 
 
 def batch(
+    ctx: typer.Context,
     tasks_path: Annotated[
         Path, typer.Argument(metavar="TASKS.jsonl", help="Tasks: {id, question, gold?} a line.")
     ],
@@ -318,6 +323,12 @@ def batch(
     try:
         outcome = asyncio.run(
             _session(graph, tasks=tasks, pending=pending, out=out, config=config, console=console)
+        )
+    except KeyboardInterrupt:
+        finished = len(read_results(out).finished)
+        interrupted(
+            f"{finished} of {len(tasks)} tasks finished and kept in {os.fspath(out)}",
+            again_command(ctx, add=["--resume"]),
         )
     finally:
         if decision_log is not None:

@@ -1,4 +1,7 @@
-"""``retryctl bench``: replay a sample bank through stopping policies and report accuracy vs samples."""
+"""``retryctl bench``: replay a sample bank through stopping policies and report accuracy vs samples.
+
+Accuracy is a fraction (0 to 1, three decimals in the table), as in every command (``retryctl._scores``).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from retryctl.replay import (
     strata_of,
     summary_row,
 )
+from retryctl.replay._report import policy_cap, strata_basis
 
 __all__ = ["bench"]
 
@@ -36,37 +40,50 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(_USAGE_EXIT)
 
 
+def _fraction(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
 def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
+    # Every key of the JSON rows has its column (the strata and the curve have their own tables);
+    # figures are fractions with three decimals, as in `batch`, `eval` and `audit`.
     table = Table(title=f"retryctl bench — {bank}")
-    for column in ("policy", "accuracy %", "avg samples", "avg tokens", "cut", "questions", "orders"):
+    columns = ("policy", "cap", "accuracy", "avg samples", "avg tokens", "cut rate", "ECE", "AUROC",
+               "questions", "orders")  # fmt: skip
+    for column in columns:
         table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(
-            row["policy"],
-            f"{row['accuracy']:.2f}",
+            row.get("label", row["policy"]),
+            str(row.get("cap", "—")),
+            _fraction(row["accuracy"]),
             f"{row['avg_samples']:.2f}",
             "—" if row["avg_tokens"] is None else f"{row['avg_tokens']:.1f}",
-            f"{row['cut_rate']:.2f}",
+            _fraction(row["cut_rate"]),
+            _fraction(row["ece"]),
+            _fraction(row["auroc"]),
             str(row["questions"]),
             str(row["orders"]),
         )
     console.print(table)
     if rows and "strata" in rows[0]:
-        baseline = rows[0]["policy"]
-        split = Table(title=f"by difficulty stratum (Δ vs {baseline}, ± paired s.e.)")
-        for column in ("stratum", "questions", "policy", "accuracy %", "avg samples", "Δ accuracy"):
+        baseline = rows[0].get("label", rows[0]["policy"])
+        basis = rows[0].get("strata_from")
+        by = "the bank's own stratum" if basis == "bank" else "full-bank agreement (no strata in the bank)"
+        split = Table(title=f"by {by} (Δ vs {baseline}, ± paired s.e.)")
+        for column in ("stratum", "questions", "policy", "accuracy", "avg samples", "Δ accuracy"):
             split.add_column(
                 column, justify="left" if column in ("stratum", "policy") else "right", no_wrap=True
             )
         for stratum in rows[0]["strata"]:
             for row in rows:
                 entry = row["strata"][stratum]
-                delta = f"{entry['delta']:+.2f}±{entry['delta_se']:.2f}" if "delta" in entry else "—"
+                delta = f"{entry['delta']:+.3f}±{entry['delta_se']:.3f}" if "delta" in entry else "—"
                 split.add_row(
                     stratum,
                     str(entry["questions"]),
-                    row["policy"],
-                    f"{entry['accuracy']:.2f}",
+                    row.get("label", row["policy"]),
+                    _fraction(entry["accuracy"]),
                     f"{entry['avg_samples']:.2f}",
                     delta,
                 )
@@ -74,10 +91,10 @@ def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
     for row in rows:
         if "curve" in row:
             curve = Table(title=f"accuracy vs samples: {row['policy']} sweep")
-            for column in ("policy", "accuracy %", "avg samples"):
+            for column in ("policy", "accuracy", "avg samples"):
                 curve.add_column(column, justify="left" if column == "policy" else "right")
             for point in row["curve"]:
-                curve.add_row(point["policy"], f"{point['accuracy']:.2f}", f"{point['avg_samples']:.2f}")
+                curve.add_row(point["policy"], _fraction(point["accuracy"]), f"{point['avg_samples']:.2f}")
             console.print(curve)
 
 
@@ -105,7 +122,11 @@ def bench(
     ] = False,
     strata: Annotated[
         bool,
-        typer.Option("--strata", help="Also split by difficulty stratum, with Δ vs the first policy."),
+        typer.Option(
+            "--strata",
+            help="Also split by the bank's own 'stratum' (else by full-bank agreement), with Δ vs the "
+            "first policy.",
+        ),
     ] = False,
 ) -> None:
     """Replay a sample bank through stopping policies: accuracy and average samples per policy."""
@@ -144,9 +165,13 @@ def bench(
             curve=curve_for(loaded, result.policy, orders=replay_orders, max_samples=max_samples)
             if curve
             else None,
+            cap=policy_cap(result.policy, loaded, max_samples=max_samples),
         )
         for result in results
     ]
+    if split is not None:
+        for row in rows:
+            row["strata_from"] = strata_basis(loaded)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return

@@ -1,6 +1,10 @@
 """``retryctl calibrate``: fit a calibration on graded runs and say how much it helps on a part of
 them it was not fitted on, per difficulty stratum and, with ``--shift``, fitted on some strata and
-tested on the others (docs/evals.md). The figures are :mod:`retryctl.evals._transfer`'s."""
+tested on the others (docs/evals.md). The figures are :mod:`retryctl.evals._transfer`'s.
+
+The split is by task id across every file given (the same id in two files is one task, on one side),
+and a fit on fewer than :data:`retryctl.evals._fit.MIN_FIT_POINTS` decision points is written with a
+``warning:`` line on stderr (and in ``warnings`` of ``--json``) saying why it is not to be trusted."""
 
 from __future__ import annotations
 
@@ -61,6 +65,7 @@ def calibrate(
     require_extra("calibration", "retryctl calibrate")
     from retryctl.batch import read_results
     from retryctl.evals import Outcome, brier, ece, fit_calibration, save_calibration, split_of
+    from retryctl.evals._fit import MIN_FIT_POINTS
     from retryctl.evals._transfer import by_stratum, transfer
 
     outcomes: list[Outcome] = []
@@ -77,7 +82,9 @@ def calibrate(
                         raw=float(point["fused"]),
                         correct=bool(point["correct"]),
                         member=point.get("target"),
-                        task=f"{path}:{line['id']}",
+                        # By the task's id alone, not the file's: a task given in two files (two
+                        # runs of one task set) is one task, all its points on one side of the split.
+                        task=str(line["id"]),
                         stratum=str(line.get("stratum") or ""),
                     )
                 )
@@ -95,6 +102,15 @@ def calibrate(
     if not fitted_on:
         _fail(f"--holdout {holdout}: every task fell in the held-out part; lower it")
     tasks = len({o.task for o in fitted_on})
+    warnings: list[str] = []
+    if len(fitted_on) < MIN_FIT_POINTS:
+        warnings.append(
+            f"fitted on {len(fitted_on)} decision points of {tasks} tasks, fewer than {MIN_FIT_POINTS}: "
+            f"each step of the curve is a few outcomes and the {len(tested)} held-out points test it "
+            "little; grade more tasks (retryctl eval) before trusting it"
+        )
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
     files = ", ".join(p.name for p in results)
     calibration = fit_calibration(
         fitted_on,
@@ -115,6 +131,7 @@ def calibrate(
         "brier_calibrated": brier(mapped),
         "balance_strata": balance_strata,
         "by_stratum": by_stratum(tested, calibration),
+        "warnings": warnings,
     }
     if shift:
         report["shift"] = transfer(outcomes)

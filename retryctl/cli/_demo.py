@@ -122,6 +122,10 @@ class _View:
         self.grammars: list[str] = []
         self.final: dict[str, Any] = {}
         self.pending: list[Any] = []
+        self.best: dict[str, Any] | None = None
+        """The most confident verdict with an answer that passed its checks so far: ``answer``,
+        ``confidence``, ``attempt``, ``target`` (what "best answer so far" shows: the last attempt's
+        answer may be a less confident one, or one that failed a check)."""
 
     def take(self, namespace: tuple[str, ...], mode: str, data: Any) -> None:
         """Take one ``(namespace, mode, data)`` chunk of a ``subgraphs=True`` stream."""
@@ -129,6 +133,7 @@ class _View:
             return
         if mode == "custom" and data.get("type") == self.verdict_event:
             _show_verdict(self.console, data, self.answers)
+            self._keep_best(data)
             _show_choices(self.console, self.texts, self.grammars)
         elif mode == "values" and not namespace:
             self.final = data
@@ -140,6 +145,22 @@ class _View:
             self.answers = [c.get("answer") for c in drawn]
             self.texts = [str(c.get("text") or "") for c in drawn]
             self.grammars = [str(c["grammar"]) for c in drawn if c.get("grammar")]
+
+    def _keep_best(self, event: dict[str, Any]) -> None:
+        verdict = event.get("verdict") or {}
+        answer, confidence = verdict.get("answer"), verdict.get("confidence")
+        if answer is None or confidence is None or (event.get("extra") or {}).get("decided_by") == "user":
+            return
+        # An answer that failed a check (validators below 1) is no candidate, however confident its vote.
+        if ((verdict.get("evidence") or {}).get("signals") or {}).get("validators", 1.0) < 1.0:
+            return
+        if self.best is None or confidence > self.best["confidence"]:  # the first of equals stays
+            self.best = {
+                "answer": answer,
+                "confidence": confidence,
+                "attempt": event.get("attempt"),
+                "target": event.get("target"),
+            }
 
 
 def _ask(console: Console, interrupt_value: dict[str, Any]) -> dict[str, Any]:
@@ -172,17 +193,22 @@ def _run(
 
     config: dict[str, Any] = {"configurable": {"thread_id": run_id, "run_id": run_id}}
     payload: Any = {"messages": [HumanMessage(question)]}
+    best: dict[str, Any] | None = None
     while True:
         view = _View(console)
+        view.best = best
         with console.status("thinking…", spinner="dots"):
             for namespace, mode, data in graph.stream(payload, config, stream_mode=_MODES, subgraphs=True):
                 view.take(namespace, mode, data)
         if not view.pending or not interactive:
             from retryctl.batch._outcome import infrastructure_failure
 
-            result: dict[str, Any] = view.final.get("result") or {}
+            result: dict[str, Any] = dict(view.final.get("result") or {})
+            if view.best is not None:
+                result["best_seen"] = view.best
             unreachable = infrastructure_failure(view.final)  # the server never answered: say so
             return result if unreachable is None else {**result, "problem": str(unreachable)}
+        best = view.best
         payload = Command(resume=_ask(console, view.pending[0].value))
 
 
@@ -206,15 +232,30 @@ def _render_end(console: Console, result: dict[str, Any], seconds: float) -> Non
         console.print(f"confidence {conf}; accepted because {reason}")
     elif status == "needs_user":
         console.print(f"\n[bold yellow]needs a person[/bold yellow]: {reason}")
-        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf}{source})")
+        _render_best(console, result, conf, source)
     else:
         console.print(f"\n[bold red]stopped[/bold red]: {reason}")
-        console.print(f"best answer so far: {escape(str(result.get('answer')))} (confidence {conf}{source})")
+        _render_best(console, result, conf, source)
     usage = result.get("usage", {})
     console.print(
         f"used {usage.get('samples', 0):g} samples in {usage.get('attempts', 0):g} calls, "
         f"{usage.get('output_tokens', 0):g} output tokens; {seconds:.1f}s"
     )
+
+
+def _render_best(console: Console, result: dict[str, Any], conf: str, source: str) -> None:
+    """The most confident answer any verdict saw (not the last attempt's), and the last when it differs."""
+    best = result.get("best_seen")
+    last = result.get("answer")
+    if best is None:
+        console.print(f"best answer so far: {escape(str(last))} (confidence {conf}{source})")
+        return
+    by = f", attempt {best['attempt']}, from {escape(str(best['target']))}" if best.get("target") else ""
+    console.print(
+        f"best answer so far: {escape(str(best['answer']))} (confidence {best['confidence']:.2f}{by})"
+    )
+    if str(last) != str(best["answer"]):
+        console.print(f"last attempt's answer: {escape(str(last))} (confidence {conf}{source})")
 
 
 def _close_and_verify(console: Console, log: DecisionLog | None) -> None:
@@ -303,8 +344,11 @@ def demo(
     from retryctl.agent._questions import DEMO_QUESTIONS
 
     console = Console(highlight=False, soft_wrap=True)
+    if question is not None and not question.strip():
+        typer.echo("error: QUESTION is empty; give a word problem, or no QUESTION for the tour", err=True)
+        raise typer.Exit(_SETUP_EXIT)
     _check_setup(base_url=base_url, model_name=model_name, timeout=timeout, threads=threads, log=log)
-    questions = [question] if question else [q.question for q in DEMO_QUESTIONS]
+    questions = [question] if question is not None else [q.question for q in DEMO_QUESTIONS]
     interactive = sys.stdin is not None and sys.stdin.isatty()
     decision_log = _open_log(log or _default_log())
     codes: list[int] = []

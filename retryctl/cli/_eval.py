@@ -14,18 +14,21 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
-from retryctl.cli._console import table_console
+from retryctl.cli._console import grade_mark, table_console
+from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
+    from retryctl.batch import Task
     from retryctl.controller import Policy
     from retryctl.evals._choice import CalibrationChoice
 
 __all__ = ["eval_"]
 
 _USAGE_EXIT = 2
-_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ece", "brier", "auroc")
+_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ungated_accuracy", "ece", "brier", "auroc")
+"""Every figure of `--json` per system, by the names of `retryctl._scores.FIGURES`."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -47,6 +50,20 @@ def _table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
+def progress_line(kind: str, line: dict[str, Any]) -> str:
+    """One finished task: the agent's verdict and answer, or each baseline's majority and its share."""
+    if kind != "baselines":
+        answer = line.get("answer")
+        shown = "no answer" if answer is None else repr(answer)
+        return f"{kind} {line['id']}: {line.get('status')} {shown}{grade_mark(line)}"
+    votes = [
+        f"{name} {'no answer' if s.get('answer') is None else repr(s['answer'])}"
+        f" ({s.get('confidence', 0.0):.3f} agree){grade_mark(s)}"
+        for name, s in line.get("systems", {}).items()
+    ]
+    return f"baselines {line['id']}: " + ("; ".join(votes) or "no systems")
+
+
 def _policy(calibration: str | None, base_url: str | None) -> tuple[Policy, CalibrationChoice]:
     """The demo policy with the ``--calibration`` asked for (``ConfigError`` naming a bad one)."""
     from retryctl.agent._graph import demo_policy
@@ -56,7 +73,23 @@ def _policy(calibration: str | None, base_url: str | None) -> tuple[Policy, Cali
     return demo_policy(choice.calibration), choice
 
 
+def _graded_tasks(path: Path) -> list[Task]:
+    """The task file's tasks, every one with gold; exit 2 naming the problem otherwise."""
+    from retryctl.batch import load_tasks
+
+    try:
+        check_input(path, what="task file")
+        tasks = load_tasks(path)
+    except (PathError, TaskFormatError) as exc:
+        _fail(str(exc))
+    ungraded = [t.id for t in tasks if t.gold is None]
+    if ungraded:
+        _fail(f"{path}: task {ungraded[0]!r} has no 'gold'; an evaluation needs every answer")
+    return tasks
+
+
 def eval_(
+    ctx: typer.Context,
     tasks_path: Annotated[
         Path,
         typer.Argument(metavar="TASKS.jsonl", help="Graded tasks: {id, question, gold, stratum?} a line."),
@@ -89,18 +122,13 @@ def eval_(
 ) -> None:
     """Run the demo agent beside its baselines on graded tasks: accuracy, coverage, precision, ECE, AUROC."""
     from retryctl.agent._graph import demo_model
-    from retryctl.batch import load_tasks, read_results
+    from retryctl.batch import read_results
     from retryctl.evals._report import evaluation, render_html
     from retryctl.evals._run import AGENT_FILE, BASELINES_FILE, EvalPlan, run_eval
 
-    try:
-        check_input(tasks_path, what="task file")
-        tasks = load_tasks(tasks_path)
-    except (PathError, TaskFormatError) as exc:
-        _fail(str(exc))
-    ungraded = [t.id for t in tasks if t.gold is None]
-    if ungraded:
-        _fail(f"{tasks_path}: task {ungraded[0]!r} has no 'gold'; an evaluation needs every answer")
+    if not agent and not baselines:
+        _fail("--no-agent with --no-baselines leaves nothing to evaluate; drop one of them")
+    tasks = _graded_tasks(tasks_path)
     if out.exists() and not out.is_dir():
         _fail(f"--out {out}: not a directory")
     if html is not None:
@@ -121,10 +149,7 @@ def eval_(
     console = Console(stderr=True)
 
     def on_done(kind: str, line: dict[str, Any]) -> None:
-        mark = "" if "correct" not in line else " ✓" if line["correct"] else " ✗"
-        console.print(
-            f"{kind} {line['id']}: {line.get('status')} {line.get('answer', '')}{mark}", markup=False
-        )
+        console.print(progress_line(kind, line), markup=False, highlight=False, soft_wrap=True)
 
     console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     plan = EvalPlan(
@@ -135,8 +160,16 @@ def eval_(
         agent=agent,
         calibration=choice.label,
     )
-    asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done))
     ids = {t.id for t in tasks}
+    try:
+        asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done))
+    except KeyboardInterrupt:
+        kept = ", ".join(
+            f"{len(ids & set(read_results(out / name).finished))} of {len(ids)} in {name}"
+            for name, wanted in ((AGENT_FILE, agent), (BASELINES_FILE, baselines))
+            if wanted and (out / name).exists()
+        )
+        interrupted(f"kept under {os.fspath(out)}: {kept or 'nothing yet'}", again_command(ctx))
 
     def lines(name: str) -> list[dict[str, Any]]:
         path = out / name

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
 
@@ -153,7 +154,15 @@ _BaseUrl = Annotated[
 _ModelName = Annotated[str | None, typer.Option("--model-name", help="Model on that server.")]
 
 
+def _recorded(out: Path) -> int:
+    """Tasks the bank ``out`` holds (0 when there is none yet)."""
+    from retryctl.batch._files import BANK_LINES, read_results
+
+    return len(read_results(out, kind=BANK_LINES).results) if out.exists() else 0
+
+
 def record(
+    ctx: typer.Context,
     tasks_path: Annotated[
         Path, typer.Argument(metavar="TASKS.jsonl", help="Tasks: {id, question, gold?, stratum?} a line.")
     ],
@@ -195,7 +204,13 @@ def record(
     done = _check_resume(out, plan)
     had = len(done)
     backend = _backend(base_url, model_name, "record")
-    written = _record_with_progress(tasks, backend, out, plan, label=f"recording {out.name}", done=done)
+    try:
+        written = _record_with_progress(tasks, backend, out, plan, label=f"recording {out.name}", done=done)
+    except KeyboardInterrupt:
+        interrupted(
+            f"{_recorded(out)} of {len(tasks)} tasks recorded and kept in {os.fspath(out)}",
+            again_command(ctx),
+        )
     typer.echo(f"{os.fspath(out)}: {had + written} tasks ({written} recorded now, {had} already there)")
 
 
@@ -217,27 +232,35 @@ def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
 
 
 def _sweep_table(rows: list[dict[str, Any]]) -> Table:
+    # Shares (the accuracies and the rates) are fractions with three decimals, as in every command.
     table = Table(title="retryctl sweep")
     columns = (
-        ("point", "point"),
-        ("majority %", "majority_accuracy"),
-        ("default %", "default_accuracy"),
-        ("default tokens", "default_avg_tokens"),
-        ("mean len", "mean_tokens"),
-        ("p90 len", "p90_tokens"),
-        ("cut off", "length_rate"),
-        ("no answer", "parse_failure_rate"),
-        ("repeats", "repetition_rate"),
+        ("point", "point", None),
+        ("majority accuracy", "majority_accuracy", ".3f"),
+        ("default accuracy", "default_accuracy", ".3f"),
+        ("default samples", "default_avg_samples", ".2f"),
+        ("default tokens", "default_avg_tokens", ".1f"),
+        ("mean len", "mean_tokens", ".1f"),
+        ("p90 len", "p90_tokens", None),
+        ("cut off", "length_rate", ".3f"),
+        ("no answer", "parse_failure_rate", ".3f"),
+        ("repeats", "repetition_rate", ".3f"),
     )
-    for title, _ in columns:
+    for title, _, _ in columns:
         table.add_column(title, justify="left" if title == "point" else "right", no_wrap=True)
     for row in rows:
         view = {**row, "length_rate": row["finish"].get("length", 0.0)}
-        table.add_row(*("—" if view.get(key) is None else str(view[key]) for _, key in columns))
+        table.add_row(
+            *(
+                "—" if view.get(key) is None else str(view[key]) if spec is None else f"{view[key]:{spec}}"
+                for _, key, spec in columns
+            )
+        )
     return table
 
 
 def sweep(
+    ctx: typer.Context,
     tasks_path: Annotated[
         Path,
         typer.Argument(metavar="TASKS.jsonl", help="Graded tasks: {id, question, gold, stratum?} a line."),
@@ -297,8 +320,16 @@ def sweep(
             check_output(html, what="--html page", inputs=[(tasks_path, "task file")])
         except PathError as exc:
             _fail(str(exc))
-    for point, plan, ids in zip(points, plans, done, strict=True):
-        _record_with_progress(tasks, backend, out / point.file_name, plan, label=point.label, done=ids)
+    try:
+        for point, plan, ids in zip(points, plans, done, strict=True):
+            _record_with_progress(tasks, backend, out / point.file_name, plan, label=point.label, done=ids)
+    except KeyboardInterrupt:
+        kept = sum(_recorded(out / point.file_name) for point in points)
+        interrupted(
+            f"{kept} of {len(tasks) * len(points)} (task, grid point) pairs recorded and kept under "
+            f"{os.fspath(out)}",
+            again_command(ctx),
+        )
     rows = [point_figures(p, out / p.file_name) for p in points]
     if html is not None:
         html.write_text(render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}"), encoding="utf-8")

@@ -13,6 +13,7 @@ and ``serve`` means, and the label their output and records carry.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from retryctl.controller import Calibration
@@ -78,4 +79,13 @@ def choose_calibration(
     try:
         return CalibrationChoice(load_calibration(value), value)
     except ConfigError as exc:
-        raise ConfigError(field=option, value=value, problem=exc.problem) from None
+        problem = exc.problem
+        if not os.path.exists(value):
+            # A name, not a path, most likely ('Shipped', 'None'): say which names there are.
+            near = [name for name in (SHIPPED, NONE) if name == value.strip().lower()]
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            problem = (
+                f"{problem}; {hint}--calibration takes {SHIPPED!r}, {NONE!r} or the path of a calibration "
+                "file written by retryctl calibrate"
+            )
+        raise ConfigError(field=option, value=value, problem=problem) from None

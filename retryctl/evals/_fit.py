@@ -41,6 +41,7 @@ except ModuleNotFoundError as exc:  # the `calibration` extra: only the fit need
     _NO_SCIPY = exc
 
 __all__ = [
+    "MIN_FIT_POINTS",
     "Outcome",
     "balanced_weights",
     "fit_calibration",
@@ -52,6 +53,12 @@ __all__ = [
 
 MIN_MEMBER_OUTCOMES = 30
 """A member gets a curve of its own only with at least this many graded outcomes; the rest share ``*``."""
+
+MIN_FIT_POINTS = 50
+"""``retryctl calibrate`` warns when it fits on fewer decision points: five equal-mass bins of
+:data:`retryctl._scores.MIN_PER_BIN` (10) each. Below it the fitted curve's steps are a handful of
+outcomes each (one more right answer moves a step by a tenth or more), and the held-out part that
+tests it (30 % by default: under 20 points) is one or two bins, so its ECE says little either way."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Per point: accuracy of the plain majority of all K samples (``majority_accuracy`
 of the default stopping policy (replayed from the bank as ``retryctl bench`` does), the samples and
 tokens the default spends, mean and p90 sample length in tokens, the finish-reason mix (stopped, cut
 off at ``max_tokens``), the share of samples with no answer to extract (parse failures) and the
-share that repeat themselves.
+share that repeat themselves. Every share is a fraction from 0 to 1 (accuracies included, as every
+command prints them: ``retryctl._scores``), rounded to four places here and shown with three.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ def point_figures(point: GridPoint, bank: Path, *, orders: int = 10, seed: int =
         "bank": str(bank),
         "questions": len(coded.questions),
         "k": cap,
-        "majority_accuracy": round(majority.accuracy(), 2),
-        "default_accuracy": round(default.accuracy(), 2),
+        # ReplayResult.accuracy() is a percent; the commands' figures are fractions.
+        "majority_accuracy": round(majority.accuracy() / 100, 4),
+        "default_accuracy": round(default.accuracy() / 100, 4),
         "default_avg_samples": round(default.avg_samples(), 2),
         "default_avg_tokens": None if (t := default.avg_tokens()) is None else round(t, 1),
     }
@@ -146,13 +148,13 @@ def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
         _plot(
             "Majority accuracy",
             (x_axis, "accuracy"),
-            _series(rows, "majority_accuracy", 100.0),
+            _series(rows, "majority_accuracy", 1.0),
             diagonal=False,
         ),
         _plot(
             "Default policy accuracy",
             (x_axis, "accuracy"),
-            _series(rows, "default_accuracy", 100.0),
+            _series(rows, "default_accuracy", 1.0),
             diagonal=False,
         ),
         _plot(

@@ -42,6 +42,8 @@ class CodedQuestion:
     """Each sample's generated tokens (``None`` where the bank does not say)."""
     floors: tuple[float | None, ...] = ()
     """Each sample's lowest group confidence (:func:`~retryctl.controller.stopping.group_floor`)."""
+    stratum: str | None = None
+    """The bank's own difficulty stratum of the question, when it names one."""
 
     @property
     def n(self) -> int:
@@ -120,6 +122,7 @@ def _encode(question: banks.BankQuestion) -> CodedQuestion:
         logprobs=tuple(s.token_logprobs for s in question.samples),
         tokens=tuple(s.token_count for s in question.samples),
         floors=tuple(floors),
+        stratum=question.stratum,
     )
 
 

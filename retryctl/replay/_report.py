@@ -1,7 +1,10 @@
 """Benchmark reports: the per-policy summary, the per-stratum A/B split, and accuracy-vs-samples curves.
 
-Strata split questions by their *full-bank leader share* (the most common answer's share of all the
-question's samples): easy >= 0.9, medium >= 0.6, hard below. An A/B is reported per stratum as the
+Strata are the bank's own when its questions name one (the ``stratum`` key a task file gives and
+``retryctl record`` copies): the difficulty the tasks were written at. A bank without them is split by
+each question's *full-bank agreement* (the most common answer's share of all the question's samples)
+into bins named for what they measure, ``agree>=0.9``, ``agree 0.6-0.9`` and ``agree<0.6``: not
+"easy" or "hard", words task files use for their own strata. An A/B is reported per stratum as the
 accuracy difference against the first policy with a paired standard error over questions (each question
 contributes its accuracy over the orders), so "no loss beyond noise" can be read off directly.
 """
@@ -18,21 +21,41 @@ from retryctl.replay._bank import CodedBank
 from retryctl.replay._replay import Orders, ReplayResult, replay
 
 __all__ = [
+    "NO_STRATUM",
     "STRATA",
     "CurvePoint",
     "curve_for",
     "paired_delta",
+    "policy_cap",
+    "policy_label",
     "run_policies",
+    "strata_basis",
     "strata_of",
     "summary_row",
 ]
 
-STRATA: tuple[tuple[str, float], ...] = (("easy", 0.9), ("medium", 0.6), ("hard", 0.0))
-"""Stratum names and the lowest full-bank leader share each one takes, checked in this order."""
+STRATA: tuple[tuple[str, float], ...] = (("agree>=0.9", 0.9), ("agree 0.6-0.9", 0.6), ("agree<0.6", 0.0))
+"""Bins of a bank without strata of its own: name and the lowest full-bank agreement each one takes,
+checked in this order."""
+
+NO_STRATUM = "(none)"
+"""Where the questions without a ``stratum`` go in a bank whose other questions have one."""
+
+
+def strata_basis(bank: CodedBank) -> str:
+    """``"bank"`` when any question names its stratum (:func:`strata_of` then uses them), else
+    ``"agreement"``."""
+    return "bank" if any(q.stratum is not None for q in bank.questions) else "agreement"
 
 
 def strata_of(bank: CodedBank) -> dict[str, list[int]]:
-    """Question indices per stratum (every stratum present, possibly empty)."""
+    """Question indices per stratum: the bank's own, in first-seen order, when it has them; else the
+    agreement bins of :data:`STRATA` (every one present, possibly empty)."""
+    if strata_basis(bank) == "bank":
+        own: dict[str, list[int]] = {}
+        for index, question in enumerate(bank.questions):
+            own.setdefault(question.stratum or NO_STRATUM, []).append(index)
+        return own
     out: dict[str, list[int]] = {name: [] for name, _ in STRATA}
     for index, question in enumerate(bank.questions):
         share = question.leader_share
@@ -77,6 +100,24 @@ class CurvePoint:
     """Mean samples per question and order."""
 
 
+def policy_cap(name: str, bank: CodedBank, *, max_samples: int) -> int:
+    """The most samples ``name`` can draw per question here: its own ``N`` for ``sc-N``, never more
+    than ``max_samples`` nor than the bank's largest question holds."""
+    spec = parse_stopping_rule(name)
+    largest = max((q.n for q in bank.questions), default=0)
+    cap = min(max_samples, largest)
+    return min(cap, int(spec.param)) if spec.family == "sc" and spec.param is not None else cap
+
+
+def policy_label(name: str, cap: int) -> str:
+    """``name`` as a table shows it: ``sc-N`` says the ``N`` it really drew (``sc-3 (asked sc-40)`` on a
+    bank of 3 samples), so no row claims a majority of more samples than the replay had."""
+    spec = parse_stopping_rule(name)
+    if spec.family == "sc" and spec.param is not None and int(spec.param) > cap:
+        return f"sc-{cap} (asked {name})"
+    return name
+
+
 def curve_for(bank: CodedBank, name: str, *, orders: Orders, max_samples: int) -> list[CurvePoint]:
     """Replay the sweep of ``name``'s family (its knob over a fixed grid)."""
     points = []
@@ -94,11 +135,17 @@ def summary_row(
     strata: dict[str, list[int]] | None = None,
     baseline: ReplayResult | None = None,
     curve: list[CurvePoint] | None = None,
+    cap: int | None = None,
 ) -> dict[str, Any]:
-    """The JSON object of one policy: the contract's keys, plus ``strata`` and ``curve`` when asked."""
+    """The JSON object of one policy: the contract's keys, plus ``strata`` and ``curve`` when asked.
+
+    Accuracies are fractions (0 to 1), as every command prints them (``retryctl._scores``), though
+    :meth:`ReplayResult.accuracy` is a percent; ``delta`` too. With ``cap``, the row also says the
+    most samples the policy could draw (``cap``) and its honest ``label``."""
     row: dict[str, Any] = {
         "policy": result.policy,
-        "accuracy": round(result.accuracy(), 4),
+        **({} if cap is None else {"label": policy_label(result.policy, cap), "cap": cap}),
+        "accuracy": round(result.accuracy() / 100, 4),
         "avg_samples": round(result.avg_samples(), 4),
         "avg_tokens": None if (tokens := result.avg_tokens()) is None else round(tokens, 2),
         "cut_rate": round(result.cut / (result.orders * result.questions), 4) if result.questions else 0.0,
@@ -112,20 +159,24 @@ def summary_row(
         for stratum, indices in strata.items():
             entry: dict[str, Any] = {
                 "questions": len(indices),
-                "accuracy": round(result.accuracy(indices), 4),
+                "accuracy": round(result.accuracy(indices) / 100, 4),
                 "avg_samples": round(result.avg_samples(indices), 4),
                 "avg_tokens": None if (part := result.avg_tokens(indices)) is None else round(part, 2),
             }
             if baseline is not None and baseline is not result:
                 delta, se = paired_delta(result, baseline, indices)
                 entry["delta_vs"] = baseline.policy
-                entry["delta"] = round(delta, 4)
-                entry["delta_se"] = round(se, 4)
+                entry["delta"] = round(delta / 100, 4)
+                entry["delta_se"] = round(se / 100, 4)
             split[stratum] = entry
         row["strata"] = split
     if curve is not None:
         row["curve"] = [
-            {"policy": p.policy, "accuracy": round(p.accuracy, 4), "avg_samples": round(p.avg_samples, 4)}
+            {
+                "policy": p.policy,
+                "accuracy": round(p.accuracy / 100, 4),
+                "avg_samples": round(p.avg_samples, 4),
+            }
             for p in curve
         ]
     return row

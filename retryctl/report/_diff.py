@@ -1,8 +1,8 @@
 """``--diff A B``: two runs, or two logs (e.g. two policies over one task set), side by side.
 
 Each side is reduced to the same figures (verdict mix, steps, average samples and attempts per step,
-cost, accept rate, accuracy when gold answers are logged) and the difference ``B - A`` is given for
-every number.
+cost, accept rate, accuracy and ungated accuracy when gold answers are logged) and the difference
+``B - A`` is given for every number.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ def side_figures(analysis: Analysis, *, run_id: str | None = None) -> dict[str, 
         "avg_attempts": (sum(s.attempts for s in steps) / n) if n else None,
         "total_samples": sum(s.samples for s in steps),
         "usd": sum(s.usd for s in steps),
-        "accuracy": (sum(1 for s in graded if s.correct) / len(graded)) if graded else None,
+        # By retryctl._scores's names: right whether accepted or not is `ungated_accuracy`; `accuracy`
+        # counts only what was accepted.
+        "accuracy": (sum(1 for s in graded if s.correct and s.accepted) / len(graded)) if graded else None,
+        "ungated_accuracy": (sum(1 for s in graded if s.correct) / len(graded)) if graded else None,
         "graded": len(graded),
     }
 

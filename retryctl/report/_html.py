@@ -13,6 +13,7 @@ from typing import Any
 
 from retryctl.audit import VerifyReport
 from retryctl.report._model import CONFIDENCE_BINS, Analysis
+from retryctl.report._summary import figures_line
 from retryctl.report._svg import bar_chart, heat_map, scatter
 
 __all__ = ["render_html"]
@@ -166,26 +167,30 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
     parts.append(_panel("flow", "Verdict flow", _flow(analysis)))
     acc = summary["accuracy"]
     if acc is not None:
-        points = [(float(p["samples"]), float(p["accuracy"]), float(p["steps"])) for p in acc["by_samples"]]
+        points = [
+            (float(p["samples"]), float(p["ungated_accuracy"]), float(p["steps"])) for p in acc["by_samples"]
+        ]
         body = (
-            f"<p>Accuracy {acc['accuracy']:.1%} over {acc['graded']} steps with gold answers, "
+            f"<p>{escape(figures_line(acc))} over {acc['graded']} steps with gold answers, "
             f"{acc['avg_samples']:.2f} samples each on average.</p>"
             + scatter(
                 points,
-                title="Accuracy against cost (samples per step; point size = steps)",
+                title="Ungated accuracy against cost (samples per step; point size = steps)",
                 x_label="samples used",
-                y_label="accuracy",
+                y_label="ungated accuracy",
             )
         )
         parts.append(_panel("accuracy", "Accuracy against cost", body))
         if acc["reliability"]:
             bins = [
-                (float(b["confidence"]), float(b["accuracy"]), float(b["steps"])) for b in acc["reliability"]
+                (float(b["confidence"]), float(b["share_right"]), float(b["steps"]))
+                for b in acc["reliability"]
             ]
+            precision = "-" if acc["accepted_precision"] is None else f"{acc['accepted_precision']:.3f}"
+            ece = "-" if acc["ece"] is None else f"{acc['ece']:.3f}"
             body = (
-                f"<p>Accepted steps: {acc['accepted_accuracy']:.1%} right; ECE of their confidence "
-                f"{acc['accepted_ece']:.3f} (equal-mass bins; on the diagonal, a confidence is the share "
-                "right).</p>"
+                f"<p>Accepted steps: accepted precision {precision}; ECE of their confidence "
+                f"{ece} (equal-mass bins; on the diagonal, a confidence is the share right).</p>"
                 + scatter(
                     bins,
                     title="Reliability of accepted steps (point size = steps in the bin)",
@@ -215,7 +220,7 @@ def _sections(summary: dict[str, Any]) -> str:
     bh = summary["black_holes"]
     body = (
         f"<p>{bh['steps']} steps in the top tenth by {bh['unit']} ended without an accepted answer, "
-        f"spending {bh['share']:.1%} of all {bh['unit']}.</p>"
+        f"spending {bh['share']:.3f} of all {bh['unit']}.</p>"
         + _table(
             ["run", "step", bh["unit"], "attempts", "outcome", "reason"],
             [

@@ -15,7 +15,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import Any
 
-from retryctl._scores import ece, reliability
+from retryctl._scores import ece, reliability, shares
 from retryctl.report._model import Analysis, no_cyclic_gc
 from retryctl.report._totals import TOP, Hole, StepTotals, budget_of, reason_shape, running_total
 from retryctl.report._unchecked import unchecked
@@ -174,6 +174,9 @@ def _threshold_hints(totals: StepTotals) -> list[dict[str, Any]]:
 
 
 def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
+    # The figures of retryctl._scores, by its names (one definition each): `accuracy` is accepted and
+    # right over the steps with gold, as in `batch` and `eval`; right whether accepted or not is
+    # `ungated_accuracy`.
     oks, accepted = totals.graded, totals.accepted_graded
     if not oks:
         return None
@@ -182,14 +185,28 @@ def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
     return {
         "graded": len(oks),
         "correct": right,
-        "accuracy": right / len(oks),
-        "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
+        "accepted": len(accepted),
+        "accepted_right": sum(accepted),
+        **shares(n=len(oks), accepted=len(accepted), accepted_right=sum(accepted), right=right),
         # How far an accepted step's confidence is its chance of being right (retryctl.evals).
-        "accepted_ece": ece(reliable),
-        "reliability": [{"confidence": c, "accuracy": a, "steps": n} for c, a, n in reliability(reliable)],
+        "ece": ece(reliable),
+        "reliability": [{"confidence": c, "share_right": a, "steps": n} for c, a, n in reliability(reliable)],
         "avg_samples": sum(totals.graded_samples) / len(oks),
         "usd": sum(totals.graded_usd),
         "by_samples": [
-            {"samples": k, "steps": n, "accuracy": r / n} for k, n, r in sorted(totals.by_samples, key=_first)
+            {"samples": k, "steps": n, "ungated_accuracy": r / n}
+            for k, n, r in sorted(totals.by_samples, key=_first)
         ],
     }
+
+
+def figures_line(acc: dict[str, Any]) -> str:
+    """The ``accuracy`` section's figures in one line, by the names and definitions of
+    :data:`retryctl._scores.FIGURES`, as fractions with three decimals (as ``batch`` and ``eval``)."""
+    precision = acc["accepted_precision"]
+    return (
+        f"accuracy {acc['accuracy']:.3f} (accepted and right: {acc['accepted_right']} of {acc['graded']}), "
+        f"coverage {acc['coverage']:.3f}, accepted precision "
+        f"{'-' if precision is None else f'{precision:.3f}'}, ungated accuracy "
+        f"{acc['ungated_accuracy']:.3f} (right, accepted or not: {acc['correct']} of {acc['graded']})"
+    )

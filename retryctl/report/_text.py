@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from retryctl.audit import VerifyReport
+from retryctl.report._summary import figures_line
 
 __all__ = ["render_diff", "render_summary", "render_verification"]
 
@@ -23,7 +25,7 @@ def _num(value: Any) -> str:
 
 def _tokens(value: float) -> str:
     """A token count, whole as counts are (thousands separated), else as :func:`_num` shows it."""
-    return f"{value:,.0f}" if value.is_integer() else _num(value)
+    return f"{value:,.0f}" if float(value).is_integer() else _num(value)
 
 
 def render_verification(reports: list[VerifyReport]) -> RenderableType:
@@ -118,7 +120,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"[bold]Budget black holes:[/bold] {bh['steps']} steps in the top tenth by {bh['unit']} "
         "ended without "
-        f"an accepted answer, spending {bh['share']:.1%} of all {bh['unit']}."
+        f"an accepted answer, spending {bh['share']:.3f} of all {bh['unit']}."
     )
     for t in bh["top"][:5]:
         console.print(
@@ -130,14 +132,15 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     acc = summary["accuracy"]
     if acc is not None:
         console.print(
-            f"[bold]Accuracy:[/bold] {acc['accuracy']:.1%} ({acc['correct']} of {acc['graded']} with gold), "
-            f"{acc['avg_samples']:.2f} samples per step"
+            f"[bold]Figures[/bold] of {acc['graded']} steps with gold: {escape(figures_line(acc))}; "
+            f"{acc['avg_samples']:.2f} samples per step",
+            soft_wrap=True,
         )
 
 
 def _print_unchecked(section: dict[str, Any], console: Console) -> None:
     """The accepts no check ran on: a line, and where there are some, where they are."""
-    share = "" if section["share"] is None else f" ({section['share']:.1%})"
+    share = "" if section["share"] is None else f" (share {section['share']:.3f})"
     console.print(
         f"[bold]Unchecked accepts:[/bold] {section['unchecked']} of {section['accepts']}{share}: "
         "no check ran on their result, so they claim no confidence"
@@ -152,7 +155,7 @@ def _print_unchecked(section: dict[str, Any], console: Console) -> None:
         for col in (name.replace("_id", ""), "accepts", "unchecked", "share"):
             table.add_column(col, justify="left" if col in ("target", "step") else "right")
         for r in [r for r in rows if r["unchecked"]][:10]:  # the lists put these first
-            table.add_row(r[name], _num(r["accepts"]), _num(r["unchecked"]), f"{r['share']:.0%}")
+            table.add_row(r[name], _num(r["accepts"]), _num(r["unchecked"]), f"{r['share']:.3f}")
         console.print(table)
 
 
@@ -166,6 +169,7 @@ def render_diff(diff: dict[str, Any], console: Console) -> None:
         "steps",
         "accept_rate",
         "accuracy",
+        "ungated_accuracy",
         "graded",
         "avg_samples",
         "avg_attempts",

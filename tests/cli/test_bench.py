@@ -39,13 +39,13 @@ class TestBenchCommand:
         assert [r["policy"] for r in rows] == ["default", "sc-10"]
         for row in rows:
             assert set(row) == {
-                "policy", "accuracy", "avg_samples", "avg_tokens", "cut_rate", "questions", "orders", "ece",
-                "auroc",
+                "policy", "label", "cap", "accuracy", "avg_samples", "avg_tokens", "cut_rate", "questions",
+                "orders", "ece", "auroc",
             }  # fmt: skip
-            assert row["questions"] == 4 and row["orders"] == 20
+            assert row["questions"] == 4 and row["orders"] == 20 and row["cap"] == 10
         # SC-10 on these four questions: every majority is the gold, so no wrong answer to rank against
         # (AUROC undefined), and the error is how far the vote shares fall short of 1.
-        assert rows[1]["accuracy"] == 100.0 and rows[1]["avg_samples"] == 10.0
+        assert rows[1]["accuracy"] == 1.0 and rows[1]["avg_samples"] == 10.0  # a fraction, not 100
         assert rows[1]["auroc"] is None and 0.0 < rows[1]["ece"] < 1.0
 
     def test_options_reach_the_replay(self, bank: Path) -> None:
@@ -67,11 +67,43 @@ class TestBenchCommand:
         args = [str(bank), "--policy", "sc-10", "--policy", "ac-beta", "--strata", "--curve"]
         rows = json.loads(_bench(*args, "--json").stdout)
         strata = rows[1]["strata"]
-        assert set(strata) == {"easy", "medium", "hard"}
-        assert strata["easy"]["questions"] == 2 and strata["easy"]["delta_vs"] == "sc-10"
+        # No stratum in the bank: bins by full-bank agreement, named for it (not "easy", "hard").
+        assert rows[1]["strata_from"] == "agreement"
+        assert list(strata) == ["agree>=0.9", "agree 0.6-0.9", "agree<0.6"]
+        assert strata["agree>=0.9"]["questions"] == 2 and strata["agree>=0.9"]["delta_vs"] == "sc-10"
         assert [p["policy"] for p in rows[1]["curve"]][:2] == ["ac-beta:0.8", "ac-beta:0.9"]
         table = _bench(*args)
-        assert "by difficulty stratum" in table.stdout and "ac-beta sweep" in table.stdout
+        assert "by full-bank agreement" in table.stdout and "ac-beta sweep" in table.stdout
+
+    def test_strata_are_the_banks_own_when_it_has_them(self, tmp_path: Path) -> None:
+        records = [
+            {**question("q1", "a", ["a"] * 4), "stratum": "two_step"},
+            {**question("q2", "a", ["b"] * 4), "stratum": "one_step"},
+            {**question("q3", "a", ["a"] * 2 + ["b"] * 2), "stratum": "two_step"},
+        ]
+        bank = write_bank(tmp_path / "b.jsonl", records)
+        rows = json.loads(_bench(str(bank), "--policy", "sc-4", "--strata", "--json").stdout)
+        assert rows[0]["strata_from"] == "bank"
+        assert {k: v["questions"] for k, v in rows[0]["strata"].items()} == {"two_step": 2, "one_step": 1}
+        assert rows[0]["strata"]["one_step"]["accuracy"] == 0.0
+        assert "by the bank's own stratum" in _bench(str(bank), "--policy", "sc-4", "--strata").stdout
+
+    def test_a_policy_is_labelled_by_the_samples_it_really_had(self, tmp_path: Path) -> None:
+        bank = write_bank(tmp_path / "b.jsonl", [question("q", "a", ["a", "a", "b"])])
+        rows = json.loads(_bench(str(bank), "--policy", "sc-40", "--policy", "default", "--json").stdout)
+        assert (
+            rows[0]["policy"] == "sc-40" and rows[0]["cap"] == 3 and rows[0]["label"] == "sc-3 (asked sc-40)"
+        )
+        assert rows[1]["label"] == "default" and rows[1]["cap"] == 3
+        table = _bench(str(bank), "--policy", "sc-40", "--policy", "default").stdout
+        assert "sc-3 (asked sc-40)" in table
+
+    def test_the_table_shows_what_json_has(self, bank: Path) -> None:
+        row = json.loads(_bench(str(bank), "--policy", "sc-10", "--json").stdout)[0]
+        table = _bench(str(bank), "--policy", "sc-10").stdout
+        for header in ("cap", "accuracy", "avg samples", "cut rate", "ECE", "AUROC", "questions", "orders"):
+            assert header in table
+        assert f"{row['accuracy']:.3f}" in table and f"{row['ece']:.3f}" in table
 
 
 class TestBenchErrors:

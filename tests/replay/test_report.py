@@ -28,7 +28,7 @@ class TestStrata:
             question("none", "a", [None, None]),  # 0.0
         ]
         bank = code_bank(write_bank(tmp_path / "b.jsonl", records))
-        assert strata_of(bank) == {"easy": [0], "medium": [1], "hard": [2, 3]}
+        assert strata_of(bank) == {"agree>=0.9": [0], "agree 0.6-0.9": [1], "agree<0.6": [2, 3]}
 
 
 class TestPairedDelta:
@@ -57,11 +57,11 @@ class TestSummaryRow:
         }  # fmt: skip
         assert row["avg_tokens"] is None  # the bank gives no token counts
         assert row["auroc"] is None  # every answer right: nothing to rank a wrong one against
-        assert row["accuracy"] == 100.0 and row["avg_samples"] == 4.0
+        assert row["accuracy"] == 1.0 and row["avg_samples"] == 4.0  # a fraction, as every command prints
         assert (row["questions"], row["orders"]) == (3, 2)
         split = summary_row(second, strata=strata_of(bank), baseline=first)["strata"]
-        assert split["medium"]["questions"] == 3 and split["medium"]["delta_vs"] == "sc-4"
-        assert split["medium"]["delta"] == pytest.approx(second.accuracy() - 100.0)
+        assert split["agree 0.6-0.9"]["questions"] == 3 and split["agree 0.6-0.9"]["delta_vs"] == "sc-4"
+        assert split["agree 0.6-0.9"]["delta"] == pytest.approx((second.accuracy() - 100.0) / 100, abs=1e-4)
 
 
 class TestFinalConfidence:

@@ -2,9 +2,10 @@
 
 Kept verbatim (but for this docstring, the entry point's name, and the per-budget stop reasons of
 issue 12, changed here as in ``_totals.py``: a budget's name is kept in a reason's shape and given
-as the row's ``budget``; and issue 13's ``accepted_ece`` and ``reliability`` of the accepted steps'
+as the row's ``budget``; and issue 13's ``ece`` and ``reliability`` of the accepted steps'
 last confidences; and issue 27's ``unchecked``, which reads the record-level counts, not the steps,
-so it is the package's own) so that ``test_totals.py`` can check that totalling steps in halves and
+so it is the package's own; and issue 29's names of the figures, those of ``retryctl._scores``) so
+that ``test_totals.py`` can check that totalling steps in halves and
 joining them gives, bit for bit, what this gives.
 
 Sections (the keys of :func:`summarise`'s result, documented in ``docs/audit.md``):
@@ -273,17 +274,22 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
     return {
         "graded": len(oks),
         "correct": right,
-        "accuracy": right / len(oks),
-        "accepted_accuracy": (sum(accepted) / len(accepted)) if accepted else None,
-        "accepted_ece": ece(list(zip(confidences, accepted, strict=True))),
+        "accepted": len(accepted),
+        "accepted_right": sum(accepted),
+        "accuracy": sum(accepted) / len(oks),
+        "coverage": len(accepted) / len(oks),
+        "accepted_precision": (sum(accepted) / len(accepted)) if accepted else None,
+        "ungated_accuracy": right / len(oks),
+        "ece": ece(list(zip(confidences, accepted, strict=True))),
         "reliability": [
-            {"confidence": c, "accuracy": a, "steps": n}
+            {"confidence": c, "share_right": a, "steps": n}
             for c, a, n in reliability(list(zip(confidences, accepted, strict=True)))
         ],
         "avg_samples": sum(samples) / len(oks),
         "usd": sum(usd),
         "by_samples": [
-            {"samples": k, "steps": v[0], "accuracy": v[1] / v[0]} for k, v in sorted(by_samples.items())
+            {"samples": k, "steps": v[0], "ungated_accuracy": v[1] / v[0]}
+            for k, v in sorted(by_samples.items())
         ],
     }
 

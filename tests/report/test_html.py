@@ -118,7 +118,8 @@ class TestHtmlInChromium:
         charts = re.findall(r'<svg class="chart".*?</svg>', dom, flags=re.S)
         assert len(charts) == 6
         labels = [re.search(r'aria-label="([^"]+)"', c).group(1) for c in charts]  # type: ignore[union-attr]
-        assert labels[0].startswith("Fused confidence") and labels[3].startswith("Accuracy against cost")
+        assert labels[0].startswith("Fused confidence")
+        assert labels[3].startswith("Ungated accuracy against cost")
         assert labels[4].startswith("Reliability of accepted steps")
         assert all(re.search(r"<(rect|circle) class=\"(bar|cell|point)\"", c) for c in charts)
 

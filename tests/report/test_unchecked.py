@@ -96,9 +96,9 @@ class TestUncheckedSection:
         console = Console(record=True, width=160, color_system=None)
         render_summary(summarise(analyse([tools_log])), console)
         text = console.export_text()
-        assert "Unchecked accepts: 3 of 4 (75.0%): no check ran on their result" in text
+        assert "Unchecked accepts: 3 of 4 (share 0.750): no check ran on their result" in text
         table = text[
             text.index("Unchecked accepts by model and tool") : text.index("Unchecked accepts by step")
         ]
         rows = [line.strip("│ ").split() for line in table.splitlines() if line.startswith("│")]
-        assert rows == [["multiply", "│", "3", "│", "3", "│", "100%"]]  # add: none unchecked, no row
+        assert rows == [["multiply", "│", "3", "│", "3", "│", "1.000"]]  # add: none unchecked, no row

@@ -1,0 +1,163 @@
+"""One definition per figure, everywhere (issue 29, item 4): the same run's accuracy, coverage, accepted
+precision and ungated accuracy read the same in ``batch``, ``eval`` and ``audit``; ``sweep`` gives
+fractions; ``calibrate`` warns on a small fit and splits by task id across files.
+
+The demo agent runs on a scripted model (``demo_model`` replaced, with a ``--base-url`` that is never
+called), so that the runs are the controller's own and the same in every command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from retryctl._scores import FIGURES, Graded, scores, shares
+from retryctl.cli import app
+from retryctl.evals._fit import MIN_FIT_POINTS, split_of
+from retryctl.models import Message, SamplingParams
+from retryctl.testing import ScriptedBackend
+
+runner = CliRunner()
+SERVER = ["--base-url", "http://127.0.0.1:9/v1", "--model-name", "scripted", "--calibration", "none"]
+KEYS = ("accuracy", "coverage", "accepted_precision", "ungated_accuracy")
+
+
+def _scripted(*_args: object, **_kwargs: object) -> ScriptedBackend:
+    def reply(messages: list[Message], params: SamplingParams) -> str:
+        if params.response_format is not None:
+            return json.dumps({"expression": "3 + 4"})
+        return "The answer is 7."
+
+    return ScriptedBackend([reply], model="scripted", confidence=0.95, cycle=True)
+
+
+@pytest.fixture
+def scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("retryctl.agent._graph.demo_model", _scripted)
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+class TestDefinitions:
+    def test_shares_are_the_definitions_scores_uses(self) -> None:
+        # 6 tasks: 2 accepted right, 1 accepted wrong, 1 abstained but right, 2 abstained wrong.
+        graded = [
+            Graded(0.9, True), Graded(0.8, True), Graded(0.7, False),
+            Graded(0.2, True, accepted=False), Graded(0.1, False, accepted=False),
+            Graded(0.1, False, accepted=False),
+        ]  # fmt: skip
+        figures = scores(graded).summary()
+        assert figures["accuracy"] == pytest.approx(2 / 6)  # accepted and right / all
+        assert figures["coverage"] == pytest.approx(3 / 6)
+        assert figures["accepted_precision"] == pytest.approx(2 / 3)
+        assert figures["ungated_accuracy"] == pytest.approx(3 / 6)  # right, accepted or not / all
+        assert {k: figures[k] for k in KEYS} == shares(n=6, accepted=3, accepted_right=2, right=3)
+        assert set(figures) - {"n"} == set(FIGURES)  # every printed figure has its one definition
+
+    def test_no_tasks_no_division(self) -> None:
+        assert shares(n=0, accepted=0, accepted_right=0, right=0) == {
+            "accuracy": 0.0, "coverage": 0.0, "accepted_precision": None, "ungated_accuracy": 0.0,
+        }  # fmt: skip
+
+
+@pytest.mark.usefixtures("scripted_model")
+class TestOneRunThreeCommands:
+    def test_batch_eval_and_audit_agree_on_every_figure(self, tmp_path: Path) -> None:
+        rows = [
+            {"id": "a", "question": "Tom has 3 apples and gets 4 more. How many apples?", "gold": 7},
+            {"id": "b", "question": "Ann has 3 pens and gets 4 more. How many pens?", "gold": 7},
+            {"id": "c", "question": "Li has 3 cups and gets 4 more. How many cups?", "gold": 8},
+        ]
+        tasks, out, log = _write(tmp_path / "t.jsonl", rows), tmp_path / "r.jsonl", tmp_path / "d.jsonl"
+        batch = runner.invoke(
+            app, ["batch", str(tasks), "--out", str(out), "--log", str(log), "--json", *SERVER]
+        )
+        assert batch.exit_code == 0, batch.output
+        from_batch = json.loads(batch.stdout)
+        audit = runner.invoke(app, ["audit", str(log), "--json"])
+        assert audit.exit_code == 0, audit.output
+        from_audit = json.loads(audit.stdout)["summary"]["accuracy"]
+        run = tmp_path / "run"
+        evaluated = runner.invoke(
+            app, ["eval", str(tasks), "--out", str(run), "--no-baselines", "--json", *SERVER]
+        )
+        assert evaluated.exit_code == 0, evaluated.output
+        from_eval = json.loads(evaluated.stdout)["systems"]["agent"]
+
+        assert from_batch["graded"] == from_audit["graded"] == from_eval["n"] == 3
+        for key in KEYS:
+            assert from_batch[key] == pytest.approx(from_audit[key]) == pytest.approx(from_eval[key]), key
+        assert from_batch["ece"] == pytest.approx(from_audit["ece"]) == pytest.approx(from_eval["ece"])
+        assert from_batch["accuracy"] == pytest.approx(2 / 3)  # c's gold is wrong on purpose
+
+        # The tables say the same, by the same names, as fractions with three decimals.
+        table = runner.invoke(app, ["audit", str(log)]).stdout
+        assert f"accuracy {from_audit['accuracy']:.3f} (accepted and right: " in table
+        assert f"ungated accuracy {from_audit['ungated_accuracy']:.3f}" in table
+        tables = runner.invoke(app, ["eval", str(tasks), "--out", str(run), "--no-baselines", *SERVER]).stdout
+        for header in ("accuracy", "coverage", "accepted precision", "ungated accuracy", "ece", "auroc"):
+            assert header in tables  # every figure of --json has its column
+        summary = runner.invoke(app, ["batch", str(tasks), "--out", str(out), "--resume", *SERVER]).stdout
+        assert "accuracy (accepted and right / with gold)" in summary
+        assert f"{from_batch['accuracy']:.3f}" in summary and "%" not in summary
+
+
+class TestSweepFigures:
+    def test_accuracies_are_fractions_like_the_rates(self, tmp_path: Path) -> None:
+        from retryctl.record._sweep import GridPoint, point_figures
+
+        def line(qid: str, answers: list[str]) -> dict[str, Any]:
+            samples = [{"text": f"The answer is {a}.", "answer": a, "tokens": 5} for a in answers]
+            return {"id": qid, "question": "q?", "gold": "1", "samples": samples}
+
+        bank = _write(tmp_path / "b.jsonl", [line("x", ["1", "1", "2"]), line("y", ["2", "2", "1"])])
+        figures = point_figures(GridPoint(temperature=0.7, top_p=None, min_p=None), bank)
+        assert figures["majority_accuracy"] == 0.5  # not 50.0
+        assert 0.0 <= figures["default_accuracy"] <= 1.0 and 0.0 <= figures["parse_failure_rate"] <= 1.0
+
+
+def _points(path: Path, ids: list[str], *, right: bool) -> Path:
+    point = {"target": "calculator", "fused": 0.6, "correct": right}
+    return _write(path, [{"id": i, "status": "stopped", "points": [point]} for i in ids])
+
+
+class TestCalibrate:
+    def test_a_small_fit_is_written_with_a_warning(self, tmp_path: Path) -> None:
+        results, out = (
+            _points(tmp_path / "r.jsonl", [f"t{i}" for i in range(18)], right=True),
+            tmp_path / "c.json",
+        )
+        done = runner.invoke(app, ["calibrate", str(results), "--out", str(out), "--holdout", "0", "--json"])
+        assert done.exit_code == 0, done.output
+        assert (
+            f"warning: fitted on 18 decision points of 18 tasks, fewer than {MIN_FIT_POINTS}" in done.stderr
+        )
+        assert len(json.loads(done.stdout)["warnings"]) == 1 and out.exists()
+
+    def test_enough_points_no_warning(self, tmp_path: Path) -> None:
+        ids = [f"t{i}" for i in range(MIN_FIT_POINTS)]
+        results, out = _points(tmp_path / "r.jsonl", ids, right=True), tmp_path / "c.json"
+        done = runner.invoke(app, ["calibrate", str(results), "--out", str(out), "--holdout", "0", "--json"])
+        assert done.exit_code == 0 and "warning" not in done.stderr
+        assert json.loads(done.stdout)["warnings"] == []
+
+    def test_a_task_in_two_files_is_on_one_side_of_the_split(self, tmp_path: Path) -> None:
+        ids = [f"t{i}" for i in range(40)]
+        first = _points(tmp_path / "first.jsonl", ids, right=True)
+        second = _points(tmp_path / "second.jsonl", ids, right=False)
+        done = runner.invoke(
+            app, ["calibrate", str(first), str(second), "--out", str(tmp_path / "c.json"), "--json"]
+        )
+        assert done.exit_code == 0, done.output
+        report = json.loads(done.stdout)
+        held = sum(split_of(i, 0.3) for i in ids)
+        assert 0 < held < len(ids)
+        # Each task's two points (one per file) fall together: twice the tasks on each side.
+        assert report["held_out"] == 2 * held and report["fitted_on"] == 2 * (len(ids) - held)
