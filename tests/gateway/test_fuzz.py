@@ -358,3 +358,10 @@ class TestFuzzEmbedded:
             response = embedded.send(Sent(_encoded(body), "application/json"))
             assert response.status_code == 200, response.text
             assert response.json()["choices"][0]["message"]["role"] == "assistant"
+
+    def test_a_prompt_past_the_context_is_a_400(self, embedded: Running) -> None:
+        body = {"model": "smollm2", "messages": [{"role": "user", "content": "word " * 5000}]}
+        response = embedded.send(Sent(_encoded(body), "application/json"))
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert "fills the context" in error["message"] and error["code"] == "upstream_refused"
