@@ -167,6 +167,14 @@ class AssistantMessage(_Strict):
     tool_calls: _ToolCalls | None = None
     function_call: _Function | None = None
 
+    def calls(self) -> bool:
+        """Whether it calls tools or a function, or answers in audio: then ``content`` may be null."""
+        return (
+            bool(self.tool_calls)
+            or self.function_call is not None
+            or bool((self.model_extra or {}).get("audio"))
+        )
+
 
 class ToolMessage(_Strict):
     """``tool``: the result of the call ``tool_call_id``."""
@@ -201,9 +209,7 @@ def check_messages(messages: Sequence[Any], *, text_only: bool) -> None:
     except ValidationError as exc:
         raise _refusal(exc.errors(include_url=False)[0]) from None
     for i, message in enumerate(read):
-        if isinstance(message, AssistantMessage) and (
-            message.content is None and not message.tool_calls and message.function_call is None
-        ):
+        if isinstance(message, AssistantMessage) and message.content is None and not message.calls():
             _refuse(f"messages[{i}].content", "is required unless 'tool_calls' or 'function_call' is given")
     _check_tool_turns(read)
     if text_only:
@@ -268,10 +274,10 @@ def _check_text_only(read: list[Any]) -> None:
         content = message.content
         if isinstance(content, list):
             for j, part in enumerate(content):
-                if not isinstance(part, TextPart | RefusalPart):
+                if not isinstance(part, TextPart):
                     _refuse(
                         f"messages[{i}].content[{j}]",
-                        f"the model is text-only: a {part.type!r} content part cannot be read",
+                        f"the model is text-only: it reads 'text' parts, not {part.type!r} ones",
                         code="unsupported_content",
                     )
 

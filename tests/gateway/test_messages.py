@@ -136,6 +136,7 @@ class TestAccepted:
             [{"role": "assistant", "content": "", "refusal": None}, _user("")],
             [{**_user(), "cache_hint": {"any": "extension"}}],  # an upstream's own field passes
             [_user(), {"role": "function", "name": "f", "content": None}],
+            [_user(), {"role": "assistant", "content": None, "audio": {"id": "audio_1"}}, _user("again")],
         ],
     )
     def test_what_openai_accepts_passes_as_sent(self, messages: list[Any]) -> None:
@@ -155,6 +156,12 @@ class TestTextModel:
         error = _refused(messages, text_model=True)
         assert error.param == "messages[0].content[1]" and error.code == "unsupported_content"
         assert _refused(messages, adaptive=True).param == "messages[0].content[1]"
+
+    def test_an_assistant_refusal_part_is_refused_naming_it(self) -> None:
+        refusal = {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}
+        messages = [_user(), refusal, _user("please")]
+        assert parse_body(_body(messages))[1].messages == messages  # proxied: OpenAI takes it
+        assert _refused(messages, text_model=True).param == "messages[1].content[0]"
 
     def test_a_function_message_is_refused_naming_its_role(self) -> None:
         messages = [_user(), {"role": "function", "name": "f", "content": "5"}]
