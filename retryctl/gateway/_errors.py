@@ -78,12 +78,15 @@ def from_validation(
     given = first.get("input")
     # A value none of a union's types took (``stop``: a string or a list of strings): pydantic tells
     # each type's error under the type's name; the caller is told the field and the types it takes.
+    # (A dict's key can look like a type's name: a union fails once per member, so two at least.)
     label = next((i for i, p in enumerate(loc) if isinstance(p, str) and _UNION_LABEL.match(p)), None)
     if label is not None:
         field = first["loc"][:label]
         kinds = [str(e["loc"][label]) for e in errors if e["loc"][:label] == field and len(e["loc"]) > label]
-        loc = loc[:label]
-        problem = "must be " + " or ".join(dict.fromkeys(kinds))
+        kinds = list(dict.fromkeys(k for k in kinds if _UNION_LABEL.match(k)))
+        if len(kinds) >= 2:
+            loc = loc[:label]
+            problem = "must be " + " or ".join(kinds)
     param = _param((*prefix, *loc))
     shown = "" if first["type"] == "missing" else f" (got {_short(given)})"
     return ApiError(400, f"invalid '{param}': {problem}{shown}", param=param, code="invalid_value")

@@ -107,6 +107,7 @@ class TestRefused:
             ({"tool_choice": 3}, "tool_choice"),
             ({"response_format": "json_object"}, "response_format"),
             ({"logit_bias": {"50256": "x"}}, "logit_bias.50256"),
+            ({"logit_bias": {"str": "x"}}, "logit_bias.str"),  # a key, not a union member's name
             ({"user": 7}, "user"),
             ({"model": 7}, "model"),
             ({"adaptive": True, "retryctl": {"max_samples": "4"}}, "retryctl.max_samples"),
