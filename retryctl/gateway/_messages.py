@@ -226,7 +226,8 @@ def _plain(message: Any) -> bool:
     request; bench/gateway_throughput.py)."""
     return (
         type(message) is dict
-        and message.get("role") in _PLAIN_ROLES
+        and type(role := message.get("role")) is str  # a list is no role (nor hashable)
+        and role in _PLAIN_ROLES
         and type(message.get("content")) is str
         and message.keys() <= _PLAIN_KEYS
         and type(message.get("name", "")) is str

@@ -84,6 +84,7 @@ class TestRefused:
             ([{**_user(), "name": 3}], "messages[0].name"),
             ([{"content": "x"}], "messages[0].role"),
             ([{"role": "bot", "content": "x"}], "messages[0].role"),
+            ([{"role": [], "content": None}], "messages[0].role"),  # found by test_fuzz.py: was a 500
             (["hello"], "messages[0]"),
             ([{"role": "function", "content": "5"}], "messages[0].name"),
         ],
