@@ -3,12 +3,15 @@
 On SIGTERM or Ctrl-C the gateway stops taking connections, finishes the requests in progress (for up to
 ``--graceful-timeout`` seconds), then ends by the signal, as uvicorn does (a shell sees 143 or 130).
 Exit code 2: the ``gateway`` extra not installed, bad settings (one ``problem:`` line naming the
-option) or an embedded model that cannot run on this CPU.
+option), an address that cannot be bound (a busy ``--port``) or an embedded model that cannot run on this
+CPU. "serving ..." is printed once the socket is bound and listening, never before.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +21,7 @@ from pydantic import ValidationError
 __all__ = ["serve"]
 
 _USAGE_EXIT = 2
+_BACKLOG = 2048  # uvicorn's own
 _OPTION_OF = {
     "upstream": "--upstream",
     "upstream_model": "--upstream-model",
@@ -138,22 +142,53 @@ def serve(
 
         require_embedded_build("retryctl serve --embedded")
 
+    # Every worker (one or many) builds its app from the same JSON: uvicorn starts workers by import.
+    os.environ[CONFIG_ENV] = config.model_dump_json()
+    # Bound and listening before "serving" is said: a busy port is this command's error, not a
+    # traceback after the announcement; connections made from then on wait in the backlog.
+    sock = _listening(host, port)
+    bound = sock.getsockname()[1]
+    source = config.upstream if config.upstream else "the embedded model"
+    where = f"http://{host}:{bound}/v1"
+    typer.echo(f"retryctl gateway: serving {config.served_name!r} from {source} on {where}", err=True)
+    typer.echo(f"retryctl gateway: adaptive requests' {config.calibration_choice().describe()}", err=True)
+    with sock:
+        _run(sock, workers=workers, graceful_timeout=graceful_timeout, keep_alive=keep_alive)
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` and listening, as uvicorn would bind it; an address that
+    cannot be bound is a ``problem:`` line naming the option, exit 2."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            problem = f"--port: {port} is already in use on {host}; stop what listens there or choose another"
+        elif exc.errno == errno.EACCES:
+            problem = f"--port: {port} on {host} needs privileges this process lacks; choose one above 1023"
+        else:
+            problem = f"--host: cannot listen on {host}:{port} ({exc.strerror or exc})"
+        typer.echo(f"problem: {problem}", err=True)
+        raise typer.Exit(_USAGE_EXIT) from None
+    sock.set_inheritable(True)  # worker processes serve on it too
+    return sock
+
+
+def _run(sock: socket.socket, *, workers: int, graceful_timeout: int, keep_alive: int) -> None:
+    """uvicorn serving the gateway on ``sock``."""
     import uvicorn
 
     from retryctl.gateway._http import CoalescingHttpToolsProtocol
 
-    # Every worker (one or many) builds its app from the same JSON: uvicorn starts workers by import.
-    os.environ[CONFIG_ENV] = config.model_dump_json()
-    source = config.upstream if config.upstream else "the embedded model"
-    typer.echo(
-        f"retryctl gateway: serving {config.served_name!r} from {source} on http://{host}:{port}/v1", err=True
-    )
-    typer.echo(f"retryctl gateway: adaptive requests' {config.calibration_choice().describe()}", err=True)
     uvicorn.run(
         "retryctl.gateway:app_from_env",
         factory=True,
-        host=host,
-        port=port,
+        fd=sock.fileno(),
         workers=workers,
         timeout_graceful_shutdown=graceful_timeout,
         # uvicorn's own 5 s is below every load balancer's idle timeout (60 s is common): a balancer

@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker
-from retryctl.exceptions import BreakerOpen
+from retryctl.exceptions import BreakerOpen, ConfigError
 from retryctl.gateway._adaptive import Decided, decide_request
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._config import GatewayConfig
@@ -117,7 +117,9 @@ class Gateway:
         self.in_flight += 1
         streaming = False
         try:
-            body, chat = parse_body(await request.body())
+            # The embedded model reads text only; what it cannot read is refused with the rest.
+            text_model = isinstance(self.upstream, EmbeddedUpstream)
+            body, chat = parse_body(await request.body(), text_model=text_model)
             if chat.model != self.upstream.name:
                 raise ApiError(
                     404,
@@ -136,6 +138,9 @@ class Gateway:
             return _Passed(forwarded, self._release)
         except ApiError as exc:
             return exc.response()
+        except ConfigError as exc:
+            # A value of the request a backend refused past the edge's checks: still the caller's, by name.
+            return ApiError(400, str(exc), param=exc.field, code="invalid_value").response()
         finally:
             if not streaming:
                 self.in_flight -= 1

@@ -8,6 +8,7 @@ their own typed errors from the status (400 ``BadRequestError``, 404 ``NotFoundE
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,13 +71,29 @@ def from_validation(
 ) -> ApiError:
     """The first problem pydantic found, as a 400 naming the parameter and the value given
     (``renamed``: the names a model's fields go by in the request)."""
-    first = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    first = errors[0]
     loc = tuple((renamed or {}).get(p, p) if isinstance(p, str) else p for p in first["loc"])
-    param = _param((*prefix, *loc))
-    given = first.get("input")
-    shown = "" if first["type"] == "missing" else f" (got {_short(given)})"
     problem = str(first["msg"]).removeprefix("Value error, ")
+    given = first.get("input")
+    # A value none of a union's types took (``stop``: a string or a list of strings): pydantic tells
+    # each type's error under the type's name; the caller is told the field and the types it takes.
+    # (A dict's key can look like a type's name: a union fails once per member, so two at least.)
+    label = next((i for i, p in enumerate(loc) if isinstance(p, str) and _UNION_LABEL.match(p)), None)
+    if label is not None:
+        field = first["loc"][:label]
+        kinds = [str(e["loc"][label]) for e in errors if e["loc"][:label] == field and len(e["loc"]) > label]
+        kinds = list(dict.fromkeys(k for k in kinds if _UNION_LABEL.match(k)))
+        if len(kinds) >= 2:
+            loc = loc[:label]
+            problem = "must be " + " or ".join(kinds)
+    param = _param((*prefix, *loc))
+    shown = "" if first["type"] == "missing" else f" (got {_short(given)})"
     return ApiError(400, f"invalid '{param}': {problem}{shown}", param=param, code="invalid_value")
+
+
+_UNION_LABEL = re.compile(r"^(str|int|float|bool|none|(list|dict|tuple)\[.*\])$")
+"""How pydantic names a member of a union in an error's location (never a request field's name)."""
 
 
 def _short(value: Any) -> str:

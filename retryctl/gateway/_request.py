@@ -1,11 +1,12 @@
 """A ``POST /v1/chat/completions`` body as the gateway reads it, and an adaptive one's ``retryctl`` options.
 
-Only what the gateway itself acts on is checked here: ``model``, ``messages``, ``stream``, ``adaptive`` and
-``retryctl`` always; the sampling knobs (``temperature``, ``top_p``, ``n``, ``max_tokens``, ``seed``,
-``stop``) when the gateway samples (adaptive, or the embedded model). A proxied request keeps every other
-field as the caller sent it, and the upstream judges those, so a parameter the upstream supports is never
-refused here. Each refusal is a 400 whose ``param`` names the field (``messages[1].role``,
-``retryctl.budget.samples``).
+Checked for every request, in every mode, as the OpenAI API checks them: ``model``, ``stream``, the
+sampling knobs (``temperature``, ``top_p``, ``n``, ``max_tokens``, ``seed``, ``stop``) and OpenAI's other
+fields by their type (no coercion: ``"0.5"`` is not a number), every message by the rules of its role
+(:mod:`._messages`), and the gateway's own ``adaptive`` and ``retryctl``. A proxied request keeps its body
+as the caller sent it and the upstream judges the values of the fields the gateway does not act on, so an
+upstream's own extensions (llama.cpp's ``top_k``) are never refused here. Each refusal is a 400 whose
+``param`` names the field (``messages[1].role``, ``retryctl.budget.samples``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
 from retryctl.controller import (
     AnswerEquivalence,
@@ -29,11 +40,10 @@ from retryctl.controller import (
     normalise_text,
 )
 from retryctl.gateway._errors import ApiError, from_validation
+from retryctl.gateway._messages import check_messages
 from retryctl.models import SamplingParams
 
 __all__ = ["AdaptiveOptions", "ChatRequest", "parse_body"]
-
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 Answer = Literal["auto", "number", "last_line", "text"]
 
@@ -58,13 +68,13 @@ class AdaptiveOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    policy: str = "default"
+    policy: StrictStr = "default"
     """The stopping rule, by a name ``retryctl bench`` knows (``default``, ``sc-5``, ``esc``, ``ac-beta``)."""
-    min_samples: int = Field(default=1, ge=1, le=64)
+    min_samples: StrictInt = Field(default=1, ge=1, le=64)
     """Samples drawn before the stopping rule is first asked."""
-    max_samples: int = Field(default=8, ge=1, le=64)
+    max_samples: StrictInt = Field(default=8, ge=1, le=64)
     """Most samples one request draws."""
-    threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    threshold: StrictFloat = Field(default=0.8, ge=0.0, le=1.0)
     """Confidence at or above which the leading answer is accepted: the calibrated one where the
     gateway applies a calibration (``retryctl serve --calibration``), the raw fused one otherwise."""
     answer: Answer = "auto"
@@ -108,18 +118,34 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    model: str = Field(min_length=1)
+    model: StrictStr = Field(min_length=1)
     messages: list[dict[str, Any]] = Field(min_length=1)
+    """Each checked by its role (:mod:`._messages`), kept as sent."""
     stream: StrictBool = False
     adaptive: StrictBool = False
     retryctl: AdaptiveOptions | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    n: int | None = Field(default=None, ge=1, le=128)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    seed: int | None = None
-    stop: str | list[str] | None = None
+    temperature: StrictFloat | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: StrictFloat | None = Field(default=None, gt=0.0, le=1.0)
+    n: StrictInt | None = Field(default=None, ge=1, le=128)
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
+    seed: StrictInt | None = None
+    stop: StrictStr | list[StrictStr] | None = None
+    # OpenAI's other fields, checked for their type only (the upstream judges their values; its own
+    # extensions, e.g. llama.cpp's ``top_k``, pass untouched).
+    presence_penalty: StrictFloat | None = None
+    frequency_penalty: StrictFloat | None = None
+    logit_bias: dict[str, StrictFloat] | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = None
+    user: StrictStr | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: StrictStr | dict[str, Any] | None = None
+    parallel_tool_calls: StrictBool | None = None
+    functions: list[dict[str, Any]] | None = None
+    function_call: StrictStr | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    stream_options: dict[str, Any] | None = None
 
     @property
     def options(self) -> AdaptiveOptions:
@@ -141,20 +167,6 @@ class ChatRequest(BaseModel):
             field = getattr(exc, "field", None)
             raise ApiError(400, f"invalid request: {exc}", param=field, code="invalid_value") from None
 
-    def check_roles(self) -> None:
-        """Refuse a message without a known role, naming it (``messages[1].role``). Checked here, not
-        by a pydantic validator: a field validator's error is located at the whole list."""
-        for i, message in enumerate(self.messages):
-            role = message.get("role")
-            if role not in _ROLES:
-                param = f"messages[{i}].role"
-                raise ApiError(
-                    400,
-                    f"invalid '{param}': must be one of {sorted(_ROLES)} (got {role!r})",
-                    param=param,
-                    code="invalid_value",
-                )
-
     def check_adaptive(self) -> None:
         """Refuse what an adaptive request cannot do, naming the field."""
         if not self.adaptive:
@@ -172,7 +184,7 @@ class ChatRequest(BaseModel):
                 code="unsupported_value",
             )
         for field in ("tools", "functions"):
-            if (self.model_extra or {}).get(field):
+            if getattr(self, field):
                 raise ApiError(
                     400,
                     f"adaptive sampling votes on answer text; '{field}' (tool calls) is not supported",
@@ -181,8 +193,10 @@ class ChatRequest(BaseModel):
                 )
 
 
-def parse_body(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
-    """The body as sent (a dict) and as read; a 400 naming the field for anything unusable."""
+def parse_body(raw: bytes, *, text_model: bool = False) -> tuple[dict[str, Any], ChatRequest]:
+    """The body as sent (a dict) and as read; a 400 naming the field for anything unusable.
+    ``text_model``: the gateway answers from a text model itself (embedded), so only text parts are
+    read; an adaptive request's samples are read the same way wherever they come from."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -193,6 +207,6 @@ def parse_body(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
         request = ChatRequest.model_validate(body)
     except ValidationError as exc:
         raise from_validation(exc) from None
-    request.check_roles()
+    check_messages(request.messages, text_only=text_model or request.adaptive)
     request.check_adaptive()
     return body, request

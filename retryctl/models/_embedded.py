@@ -215,6 +215,7 @@ class EmbeddedBackend(BackendBase):
             raise TerminalBackendError(
                 f"prompt of {len(prompt)} tokens fills the context of {llm.n_ctx()}",
                 backend=self.name,
+                status_code=400,  # the request's own, as a server refuses it: a gateway answers 400, not 502
             )
         ctx, vocab, n_vocab = llm._ctx.ctx, llm._model.vocab, llm.n_vocab()
         top = params.top_logprobs if params.logprobs else 0
