@@ -49,9 +49,9 @@ class OutputKnobs:
 
 def output_knobs(request: ChatRequest) -> OutputKnobs:
     """The output knobs of ``request``, each checked as the OpenAI API checks it."""
-    extra = request.model_extra or {}
-    logprobs = extra.get("logprobs")
-    top = extra.get("top_logprobs")
+    # Declared on ChatRequest with strict types; read as Any so the checks below stay whole on their own.
+    logprobs: Any = request.logprobs
+    top: Any = request.top_logprobs
     if logprobs is not None and not isinstance(logprobs, bool):
         raise _bad("logprobs", f"must be a boolean (got {logprobs!r})")
     if top is not None:
@@ -59,7 +59,7 @@ def output_knobs(request: ChatRequest) -> OutputKnobs:
             raise _bad("top_logprobs", f"must be an integer from 0 to {_MAX_TOP_LOGPROBS} (got {top!r})")
         if logprobs is not True:
             raise _bad("top_logprobs", '"logprobs" must be true when "top_logprobs" is set')
-    fmt = extra.get("response_format")
+    fmt: Any = request.response_format
     if fmt is not None and not isinstance(fmt, dict):
         raise _bad("response_format", f"must be an object with a 'type' (got {fmt!r})")
     if fmt is not None and fmt.get("type") == "text":
