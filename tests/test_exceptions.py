@@ -13,6 +13,7 @@ from retryctl._paths import PathError
 from retryctl.models import _errors as backend_errors
 from retryctl.tools._calculator import CalculatorError
 
+
 def _gateway_errors() -> list[BaseException]:
     """The gateway's own backend errors (its extra may be missing: then none)."""
     try:
