@@ -51,8 +51,10 @@ word on its own state, never a request's; 501 and above say nothing a repetition
 class ServerFault(TransientBackendError):
     """An upstream's HTTP 500, with its whole message (``detail``) to compare with the next try's."""
 
-    def __init__(self, message: str, *, backend: str, detail: str) -> None:
-        super().__init__(message, backend=backend, status_code=OWN_STATUS)
+    def __init__(
+        self, message: str, *, backend: str, detail: str, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, backend=backend, status_code=OWN_STATUS, retry_after_s=retry_after_s)
         self.detail = detail
 
 

@@ -166,6 +166,8 @@ class HttpUpstream:
                 forwarded = await self._tried(content, stream=request.stream)
             except RepeatedFault as exc:
                 failed = await self._judged(content, exc)
+                if failed:  # the upstream fails everything alike: its fault, counted, and said so
+                    raise from_fault(exc, upstream=self.model) from None
                 raise refused_request(exc, upstream=self.model) from None
             except BackendError as exc:
                 failed = counts_against(classify(exc), exc)
@@ -248,10 +250,6 @@ class HttpUpstream:
 
         return await call_with_retries(again, self.retry, label=self.model)
 
-    def _report(self, *, failed: bool) -> None:
-        if self.breaker is not None:
-            self.breaker.report(self.model, failed=failed)
-
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(
@@ -290,9 +288,9 @@ class HttpUpstream:
             media_type = response.headers.get("content-type", "application/json")
             if response.status >= 400:
                 message = f"HTTP {response.status}: {message_of(raw)}"
-                if response.status == OWN_STATUS:
-                    raise ServerFault(message, backend=self.model, detail=detail_of(raw))
                 wait = parse_retry_after(response.headers)
+                if response.status == OWN_STATUS:
+                    raise ServerFault(message, backend=self.model, detail=detail_of(raw), retry_after_s=wait)
                 error = status_error(response.status, message, backend=self.model, retry_after_s=wait)
                 if error.retryable:
                     raise error

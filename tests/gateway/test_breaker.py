@@ -182,8 +182,12 @@ class TestRequestOwnFailures:
         client = Client(server, breaker_failures=2)
         clients.append(client)
         server.mode = "dead"
-        statuses = [client.post(plain(f"q{i}")).status_code for i in range(4)]
-        assert statuses == [502] * 4
+        answers = [client.post(plain(f"q{i}")) for i in range(4)]
+        assert [a.status_code for a in answers] == [502] * 4
+        # Two bodies refused alike look like their own; at the third the check fails too, and from
+        # then on the 500s are the upstream's, counted and answered as its fault.
+        codes = [a.json()["error"]["code"] for a in answers]
+        assert codes == ["upstream_refused_request"] * 2 + ["upstream_error"] * 2
         assert client.state() is BreakerState.OPEN
         assert server.hits["check"] == 1
         assert client.post(plain()).status_code == 503

@@ -25,12 +25,13 @@ def _tool_conversation(result: int) -> list[ChatCompletionMessageParam]:
     ]
 
 
-def test_tool_call_conversations_of_one_client_leave_the_upstream_to_another(llama_server: str) -> None:
-    # More conversations than --breaker-failures: before, the fifth opened the breaker for everyone.
-    with serving("--upstream", llama_server, "--upstream-model", "smollm2", "--breaker-failures", "2") as (
-        url,
-        _,
-    ):
+def test_tool_call_conversations_of_one_client_leave_the_upstream_to_another(
+    request: pytest.FixtureRequest,
+) -> None:
+    upstream = str(request.getfixturevalue("llama_server"))
+    # More conversations than --breaker-failures: before, the third opened the breaker for everyone.
+    args = ("--upstream", upstream, "--upstream-model", "smollm2", "--breaker-failures", "2")
+    with serving(*args) as (url, _):
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
         for result in range(6):
             with pytest.raises(openai.APIStatusError) as info:
