@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 OWN_STATUS = 500
-"""The status a request's own failure may hide behind. 502, 503 and 504 are a gateway's or a server's
-word on its own state, never a request's; 501 and above say nothing a repetition would add."""
+"""The one status a request's own failure may hide behind. The other 5xx are left to the retries and
+the breaker: 502, 503 and 504 are a proxy's or a server's word on its own state, never a request's."""
 
 
 class ServerFault(TransientBackendError):
@@ -118,6 +118,8 @@ class RequestFaults:
         self._known.move_to_end(key)
         while len(self._known) > self._remembered:
             self._known.popitem(last=False)
+        if len(self._since_success) >= self._remembered:  # messages that quote each body: keep it bounded
+            self._since_success.clear()
         bodies = self._since_success.setdefault(fault.detail, set())
         bodies.add(key)
         if len(bodies) >= self._check_after:
