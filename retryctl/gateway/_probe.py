@@ -48,17 +48,37 @@ class ProbeWait:
         if admission.refused is None or not self._probing(admission):
             return admission
         deadline = time.monotonic() + self.wait_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return admission
-            if self._event is None:
-                self._event = asyncio.Event()
-            with contextlib.suppress(TimeoutError):  # a poll: the probe may be another worker's
-                await asyncio.wait_for(self._event.wait(), timeout=min(self.poll_s, left))
+        while await self._waited(deadline):
             admission = self.breaker.admit(self.key)
             if admission.refused is None or not self._probing(admission):
                 return admission
+        return admission
+
+    async def while_probing(self) -> None:
+        """Wait (bounded) while a half-open probe is in flight, taking no slot: for a caller that asks
+        the breaker itself (an adaptive request's attempts)."""
+        deadline = time.monotonic() + self.wait_s
+        while self._in_flight() and await self._waited(deadline):
+            pass
+
+    async def _waited(self, deadline: float) -> bool:
+        """Wait for an outcome or the next poll; ``False`` when the wait is over."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if self._event is None:
+            self._event = asyncio.Event()
+        with contextlib.suppress(TimeoutError):  # a poll: the probe may be another worker's
+            await asyncio.wait_for(self._event.wait(), timeout=min(self.poll_s, left))
+        return True
+
+    def _in_flight(self) -> bool:
+        """Whether the breaker is half-open with every probe slot taken."""
+        try:
+            half_open = self.breaker.record(self.key).state is BreakerState.HALF_OPEN
+            return half_open and self.breaker.retry_at(self.key) is not None
+        except Exception:  # a failing store: the caller's own admission decides
+            return False
 
     def settled(self) -> None:
         """A call's outcome was reported (or its slot released): wake the waiters to ask again."""

@@ -179,6 +179,11 @@ class HttpUpstream:
         finally:
             self._settle(admission, failed)
 
+    async def while_probing(self) -> None:
+        """Wait (bounded) while the breaker's half-open probe is in flight (:mod:`._probe`)."""
+        if self._probes is not None:
+            await self._probes.while_probing()
+
     async def _judged(self, content: bytes, fault: RepeatedFault) -> bool | None:
         """Whether a 500 the same body met twice counts against the breaker: not as the request's own
         (``None``), unless the upstream answers a minimal request of the gateway's own no better."""

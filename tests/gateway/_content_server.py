@@ -73,7 +73,7 @@ class ContentServer:
                 elif found == "refuse-422":
                     self._send(422, b"Unprocessable: user is not allowed", "text/plain")
                 else:
-                    self._send(200, completion(1))
+                    self._send(200, completion(int(request.get("n") or 1)))
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

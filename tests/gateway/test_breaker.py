@@ -225,6 +225,16 @@ class TestHalfOpen:
         assert client.state() is BreakerState.CLOSED
         assert server.hits["plain"] == 20
 
+    def test_adaptive_requests_in_the_burst_wait_for_the_probe_too(
+        self, client: Client, server: ContentServer
+    ) -> None:
+        _open(client, server)
+        client.clock.now += COOLDOWN_S
+        adaptive = {**plain(), "adaptive": True, "retryctl": {"max_samples": 2, "answer": "text"}}
+        answers = client.burst([adaptive, plain()] * 5)
+        assert [a.status_code for a in answers] == [200] * 10
+        assert client.state() is BreakerState.CLOSED
+
     def test_a_burst_on_an_upstream_still_down_sends_it_one_probe(
         self, server: ContentServer, clients: list[Client]
     ) -> None:
