@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from retryctl.gateway._faults import RepeatedFault, RequestFaults, ServerFault, refusal
+from retryctl.gateway._faults import RepeatedFault, RequestFaults, ServerFault, refusal, request_own
+from retryctl.models._openai_wire import status_error
 
 
 def _fault(detail: str = "7 validation errors") -> ServerFault:
@@ -43,3 +44,13 @@ class TestRefusal:
             400, b"Bad Request", upstream="m"
         )
         assert b'"code":"upstream_refused"' in refusal(413, b'{"detail": "big"}', upstream="m")
+
+
+class TestRequestOwn:
+    def test_a_4xx_refusal_is_the_requests_and_a_transient_status_or_5xx_is_not(self) -> None:
+        def own(status: int) -> bool:
+            return request_own(status_error(status, f"HTTP {status}", backend="m"))
+
+        assert [own(s) for s in (400, 404, 413, 422)] == [True] * 4
+        assert [own(s) for s in (408, 409, 425, 429, 500, 503)] == [False] * 6
+        assert not request_own(TimeoutError()) and not request_own(None)
