@@ -35,6 +35,7 @@ Config validated by pydantic raises ``pydantic.ValidationError``, which names th
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 __all__ = [
@@ -145,15 +146,20 @@ class BudgetExceeded(ControlSignal):
 
 
 class BreakerOpen(ControlSignal):
-    """The circuit breaker of ``key`` is open; a half-open probe is allowed from ``retry_at``."""
+    """The circuit breaker of ``key`` is open; a half-open probe is allowed from ``retry_at`` (a reading
+    of the breaker's clock, for programs), ``wait_s`` seconds after the refusal when known.
 
-    def __init__(self, *, key: str, retry_at: float, failures: int) -> None:
+    The message says the wait in whole seconds, rounded up, never the clock reading: a monotonic clock's
+    reading means nothing to a person or to another process.
+    """
+
+    def __init__(self, *, key: str, retry_at: float, failures: int, wait_s: float | None = None) -> None:
         self.key = key
         self.retry_at = retry_at
         self.failures = failures
-        super().__init__(
-            f"breaker {key!r} is open after {failures} failures; probe allowed at t={retry_at:.3f}"
-        )
+        self.wait_s = wait_s
+        when = "once its cool-down ends" if wait_s is None else f"in {math.ceil(max(0.0, wait_s))} s"
+        super().__init__(f"breaker {key!r} is open after {failures} failures; a probe is allowed {when}")
 
 
 class SemanticError(ControlSignal):

@@ -13,9 +13,21 @@ from retryctl._paths import PathError
 from retryctl.models import _errors as backend_errors
 from retryctl.tools._calculator import CalculatorError
 
+
+def _gateway_errors() -> list[BaseException]:
+    """The gateway's own backend errors (its extra may be missing: then none)."""
+    try:
+        from retryctl.gateway._faults import RepeatedFault, ServerFault
+    except ImportError:
+        return []
+    fault = ServerFault("HTTP 500: refused", backend="m", detail="refused: messages[1]")
+    return [fault, RepeatedFault(fault)]
+
+
 ERRORS: list[BaseException] = [
     exceptions.BudgetExceeded(limit_name="samples", limit=8, value=9, scope="step 'plan'", used=8),
     exceptions.BreakerOpen(key="search", retry_at=12.5, failures=5),
+    exceptions.BreakerOpen(key="search", retry_at=12.5, failures=5, wait_s=3.2),
     exceptions.SemanticError(check="uses the question's numbers", detail="7 is not in it", confidence=0.4),
     exceptions.ConfigError(field="max_samples", value=0, problem="must be >= 1"),
     exceptions.UnknownPolicyError(name="nope", known=["default", "esc"]),
@@ -34,6 +46,7 @@ ERRORS: list[BaseException] = [
     backend_errors.BackendTimeout("no answer in time", backend="m"),
     backend_errors.MalformedResponse("unreadable", backend="m"),
     backend_errors.UnsupportedParameter("no logprobs", backend="m", parameter="logprobs"),
+    *_gateway_errors(),
 ]
 
 

@@ -7,6 +7,7 @@ The state machine, per key::
     half_open: admits at most half_open_max_calls probe calls
     half_open ──(success_threshold successes)──► closed
     half_open ──(any failure)──► open, with a fresh cool-down
+    half_open ──(a probe released: its outcome says nothing of the key)──► the slot is free again
 
 A probe that never reports back would hold its slot forever; so when every slot is taken and a whole
 ``cooldown_s`` has passed since the last probe was admitted, the unanswered probes are forgotten.
@@ -149,6 +150,13 @@ def _fail(rec: BreakerRecord, cfg: BreakerConfig, now: float) -> BreakerRecord:
     return BreakerRecord(state=BreakerState.OPEN, failures=failures, opened_at=now)
 
 
+def _release(rec: BreakerRecord, cfg: BreakerConfig, now: float) -> BreakerRecord:
+    rec = _advance(rec, cfg, now)
+    if rec.state is BreakerState.HALF_OPEN and rec.probes > rec.successes:
+        return replace(rec, probes=rec.probes - 1)
+    return rec
+
+
 def _retry_at(rec: BreakerRecord, cfg: BreakerConfig) -> float:
     if rec.state is BreakerState.HALF_OPEN:
         return (rec.last_probe_at or 0.0) + cfg.cooldown_s
@@ -165,7 +173,7 @@ class StoreFault:
     key: str | None
     """The key concerned (``None`` for a read of every key)."""
     operation: str
-    """``admit``, ``record_success``, ``record_failure`` or ``states``."""
+    """``admit``, ``record_success``, ``record_failure``, ``release`` or ``states``."""
     error: BreakerStoreError
     """The store's error."""
     decision: str
@@ -185,6 +193,9 @@ class Admission:
     fails closed; ``None`` when it may."""
     fault: StoreFault | None = None
     """The store's failure and the decision taken on it, when the store failed."""
+    probe: bool = False
+    """Whether the call took a half-open probe slot: its outcome must be reported, or the slot given
+    back with :meth:`Breaker.release` when the outcome says nothing of the key's health."""
 
     @property
     def allowed(self) -> bool:
@@ -229,15 +240,23 @@ class Breaker:
 
     def before_call(self, key: str) -> None:
         """Like :meth:`allow`, but a refusal raises :class:`~retryctl.exceptions.BreakerOpen`."""
+        self._enter(key)
+
+    def _enter(self, key: str) -> bool:
+        """:meth:`before_call`, returning whether the call took a half-open probe slot."""
         cfg, now = self.config, self.clock()
 
-        def admit(rec: BreakerRecord) -> tuple[BreakerRecord, BreakerRecord | None]:
+        def admit(rec: BreakerRecord) -> tuple[BreakerRecord, tuple[BreakerRecord | None, bool]]:
             new, allowed = _admit(rec, cfg, now)
-            return new, None if allowed else new
+            return new, (None if allowed else new, allowed and new.state is BreakerState.HALF_OPEN)
 
-        refused = self.store.update(key, admit)
+        refused, probe = self.store.update(key, admit)
         if refused is not None:
-            raise BreakerOpen(key=key, retry_at=_retry_at(refused, cfg), failures=refused.failures)
+            retry_at = _retry_at(refused, cfg)
+            raise BreakerOpen(
+                key=key, retry_at=retry_at, failures=refused.failures, wait_s=max(0.0, retry_at - now)
+            )
+        return probe
 
     def record_success(self, key: str) -> BreakerState:
         """Report a successful call to ``key``; returns the state after it."""
@@ -303,7 +322,7 @@ class Breaker:
         """Like :meth:`before_call`, as data: an open breaker refuses; a failing store is decided on by
         ``config.on_store_error``. Never raises a store's error."""
         try:
-            self.before_call(key)
+            probe = self._enter(key)
         except BreakerOpen as refused:
             return Admission(refused=refused)
         except Exception as exc:  # any store failure: the store is outside the controller's control
@@ -312,7 +331,18 @@ class Breaker:
                 return Admission(refused=fault.error, fault=fault)
             fault = self._fault(key, "admit", exc, f"fail_open: the call to {key!r} goes ahead unguarded")
             return Admission(fault=fault)
-        return Admission()
+        return Admission(probe=probe)
+
+    def release(self, key: str) -> StoreFault | None:
+        """Give back a half-open probe slot taken by a call whose outcome says nothing of ``key``'s
+        health (a request the target refused for its own content): the next call probes instead, and
+        the breaker neither closes nor opens on it. A no-op in ``closed`` and ``open``; a failing store
+        is returned as a :class:`StoreFault`, never raised."""
+        try:
+            self._record(key, _release)
+        except Exception as exc:
+            return self._fault(key, "release", exc, "the probe slot is held until it goes stale")
+        return None
 
     def report(self, key: str, *, failed: bool) -> StoreFault | None:
         """Record a call's outcome (:meth:`record_failure` or :meth:`record_success`); a failing store

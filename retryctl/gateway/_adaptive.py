@@ -39,6 +39,7 @@ from retryctl.controller import (
 )
 from retryctl.controller._breaker import counts_against
 from retryctl.evals._choice import CalibrationChoice
+from retryctl.gateway._faults import request_own
 from retryctl.gateway._request import AdaptiveOptions
 from retryctl.models import Candidate, ModelBackend, SamplingParams
 from retryctl.models._messages import Message
@@ -295,9 +296,12 @@ async def _attempt(
     watched = _Watched(backend, used)
     out = await run_async(loop, watched, messages)
     if breaker is not None:
-        failed = out.error is not None and counts_against(out.error)
+        # A refusal of the request (an upstream 4xx) is its own, never the upstream's health.
+        failed = out.error is not None and counts_against(out.error) and not request_own(watched.error)
         if failed or out.candidates:
             breaker.report(target, failed=failed)
+        elif admission.probe:
+            breaker.release(target)  # the probe said nothing: the next request probes
     return _Attempt(out, watched.error if out.error is not None else None, watched.drawn)
 
 

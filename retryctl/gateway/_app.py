@@ -149,6 +149,8 @@ class Gateway:
         self.in_flight -= 1
 
     async def _adaptive(self, chat: ChatRequest) -> Response:
+        if isinstance(self.upstream, HttpUpstream):
+            await self.upstream.while_probing()  # a half-open breaker's probe decides for this one too
         run_id = new_run_id()
         knobs = output_knobs(chat)
         decided = await decide_request(

@@ -2,12 +2,15 @@
 
 :class:`HttpUpstream` forwards the caller's body as sent (``model`` set to the upstream's name, the
 gateway's own ``adaptive`` and ``retryctl`` fields taken out) with aiohttp, under the controller's rules:
-the upstream's breaker admits the request; a transient fault (a dropped connection, 408/409/425/429,
-a 5xx) is tried again with tenacity's backoff as the backends do (:func:`~retryctl.models._retry.
+the upstream's breaker admits the request (while its half-open probe is in flight, after waiting for
+the probe's outcome: :mod:`._probe`); a transient fault (a dropped connection, 408/409/425/429, a 5xx)
+is tried again with tenacity's backoff as the backends do (:func:`~retryctl.models._retry.
 call_with_retries`, ``Retry-After`` honoured), and is counted against the breaker when the retries do
-not get past it; a refusal (another 4xx) is the caller's, passed back as the upstream wrote it. A
-streamed answer is passed through chunk by chunk once the upstream has answered 200: a fault before
-that is retried like any other, one after it ends the stream (the caller has part of an answer by then).
+not get past it. A failure that is the request's own (:mod:`._faults`) is neither retried nor counted: a
+refusal (another 4xx), passed back as the upstream wrote it (in OpenAI's shape when it was not); a 500
+that the same body meets again word for word, answered 502 ``upstream_refused_request``. A streamed
+answer is passed through chunk by chunk once the upstream has answered 200: a fault before that is
+retried like any other, one after it ends the stream (the caller has part of an answer by then).
 
 :class:`EmbeddedUpstream` answers from the in-process model: ``n`` candidates sampled with the request's
 knobs (``logprobs`` and ``response_format`` honoured, :mod:`._knobs`), a stream sent as it is decoded
@@ -27,11 +30,23 @@ import aiohttp
 import orjson
 
 from retryctl.controller import Breaker, classify
-from retryctl.controller._breaker import counts_against
+from retryctl.controller._breaker import Admission, counts_against
 from retryctl.exceptions import ConfigError
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._errors import ApiError, from_fault
+from retryctl.gateway._faults import (
+    CHECK_BODY,
+    OWN_STATUS,
+    RepeatedFault,
+    RequestFaults,
+    ServerFault,
+    detail_of,
+    message_of,
+    refusal,
+    refused_request,
+)
 from retryctl.gateway._knobs import output_knobs
+from retryctl.gateway._probe import ProbeWait
 from retryctl.gateway._request import ChatRequest
 from retryctl.gateway._stream import TokenStream, streams_text
 from retryctl.models import (
@@ -50,7 +65,9 @@ __all__ = ["EmbeddedUpstream", "Forwarded", "HttpUpstream", "Upstream"]
 
 _GATEWAY_FIELDS = ("adaptive", "retryctl")
 """Body fields the gateway reads and an upstream must not see (a strict server refuses unknown ones)."""
-_JSON_HEADERS = {"content-type": "application/json"}
+_JSON = "application/json"
+_JSON_HEADERS = {"content-type": _JSON}
+_FREE = Admission()
 
 
 @dataclass
@@ -121,6 +138,9 @@ class HttpUpstream:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None  # made in the serving loop, on first use
         self._backend = OpenAIBackend(model=model, base_url=self.base_url, timeout_s=timeout_s, retry=retry)
+        self._faults = RequestFaults(check_after=3)
+        self._checking = False  # one check of the upstream at a time
+        self._probes = None if breaker is None else ProbeWait(breaker, model, wait_s=timeout_s)
 
     @property
     def name(self) -> str:
@@ -134,25 +154,74 @@ class HttpUpstream:
         payload = {k: v for k, v in body.items() if k not in _GATEWAY_FIELDS}
         payload["model"] = self.model
         content = orjson.dumps(payload)
-        if self.breaker is not None:
-            admission = self.breaker.admit(self.model)
-            if admission.refused is not None:
-                retry_at = getattr(admission.refused, "retry_at", None)  # a store fault has none
-                wait = None if retry_at is None else max(0.0, retry_at - self.breaker.clock())
-                raise ApiError(
-                    503,
-                    f"upstream {self.model}: {classify(admission.refused).reason}",
-                    type="upstream_unavailable",
-                    code="breaker_open",
-                    retry_after_s=wait,
-                )
+        admission = _FREE if self._probes is None else await self._probes.admit()
+        if admission.refused is not None:
+            raise ApiError(
+                503,
+                f"upstream {self.model}: {classify(admission.refused).reason}",
+                type="upstream_unavailable",
+                code="breaker_open",
+                retry_after_s=getattr(admission.refused, "wait_s", None),  # a store fault has none
+            )
+        failed: bool | None = None  # None: the outcome says nothing of the upstream's health
         try:
-            forwarded = await self._tried(content, stream=request.stream)
-        except BackendError as exc:
-            self._report(failed=counts_against(classify(exc), exc))
-            raise from_fault(exc, upstream=self.model) from None
-        self._report(failed=False)
-        return forwarded
+            try:
+                forwarded = await self._tried(content, stream=request.stream)
+            except RepeatedFault as exc:
+                failed = await self._judged(content, exc)
+                if failed:  # the upstream fails everything alike: its fault, counted, and said so
+                    raise from_fault(exc, upstream=self.model) from None
+                raise refused_request(exc, upstream=self.model) from None
+            except BackendError as exc:
+                failed = counts_against(classify(exc), exc)
+                raise from_fault(exc, upstream=self.model) from None
+            if forwarded.status < 400:
+                failed = False
+                self._faults.succeeded()
+            return forwarded  # a refusal (4xx) is the request's own: neither outcome
+        finally:
+            self._settle(admission, failed)
+
+    async def while_probing(self) -> None:
+        """Wait (bounded) while the breaker's half-open probe is in flight (:mod:`._probe`)."""
+        if self._probes is not None:
+            await self._probes.while_probing()
+
+    async def _judged(self, content: bytes, fault: RepeatedFault) -> bool | None:
+        """Whether a 500 the same body met twice counts against the breaker: not as the request's own
+        (``None``), unless the upstream answers a minimal request of the gateway's own no better."""
+        if self.breaker is None:
+            return None
+        due = self._faults.remember(content, fault)
+        if self._faults.suspect:
+            return True
+        if not due or self._checking:
+            return None
+        self._checking = True
+        try:
+            check = orjson.dumps({**CHECK_BODY, "model": self.model})
+            answered = await self._once(check, stream=False)
+            healthy = answered.status < 500
+        except BackendError:
+            healthy = False
+        finally:
+            self._checking = False
+        if healthy:
+            self._faults.succeeded()
+            return None
+        self._faults.suspect = True
+        return True
+
+    def _settle(self, admission: Admission, failed: bool | None) -> None:
+        """Report the outcome to the breaker; a probe whose outcome says nothing gives its slot back.
+        Either way, requests waiting on a probe ask again."""
+        if self.breaker is None or self._probes is None:
+            return
+        if failed is not None:
+            self.breaker.report(self.model, failed=failed)
+        elif admission.probe:
+            self.breaker.release(self.model)
+        self._probes.settled()
 
     async def _tried(self, content: bytes, *, stream: bool) -> Forwarded:
         """The first try on its own; after a fault worth retrying, tenacity's retries, handed that try's
@@ -163,20 +232,31 @@ class HttpUpstream:
             return await self._once(content, stream=stream)
         except BackendError as exc:
             exc.attempts = 1
+            if isinstance(exc, ServerFault) and self._faults.known(content, exc):
+                raise RepeatedFault(exc) from None  # this body met this 500 before: no retry to tell
             if not self.retry.should_retry(exc) or self.retry.attempts == 1:
                 raise
             first: list[BackendError] = [exc]
+        previous = first[0]
 
         async def again() -> Forwarded:
+            nonlocal previous
             if first:
                 raise first.pop()
-            return await self._once(content, stream=stream)
+            try:
+                return await self._once(content, stream=stream)
+            except ServerFault as exc:
+                # The same body, the same 500, word for word: the request's own. Tenacity does not
+                # retry a terminal error; the error it raises says how many tries were made.
+                if isinstance(previous, ServerFault) and exc.detail == previous.detail:
+                    raise RepeatedFault(exc) from None
+                previous = exc
+                raise
+            except BackendError as exc:
+                previous = exc
+                raise
 
         return await call_with_retries(again, self.retry, label=self.model)
-
-    def _report(self, *, failed: bool) -> None:
-        if self.breaker is not None:
-            self.breaker.report(self.model, failed=failed)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -215,15 +295,15 @@ class HttpUpstream:
                 ) from exc
             media_type = response.headers.get("content-type", "application/json")
             if response.status >= 400:
-                error = status_error(
-                    response.status,
-                    f"HTTP {response.status}: {_message(raw)}",
-                    backend=self.model,
-                    retry_after_s=parse_retry_after(response.headers),
-                )
+                message = f"HTTP {response.status}: {message_of(raw)}"
+                wait = parse_retry_after(response.headers)
+                if response.status == OWN_STATUS:
+                    raise ServerFault(message, backend=self.model, detail=detail_of(raw), retry_after_s=wait)
+                error = status_error(response.status, message, backend=self.model, retry_after_s=wait)
                 if error.retryable:
                     raise error
-                return Forwarded(response.status, media_type, content=raw)  # the caller's to fix
+                refused = refusal(response.status, raw, upstream=self.model)  # the caller's to fix
+                return Forwarded(response.status, _JSON, content=refused)
             if not stream:
                 return Forwarded(response.status, media_type, content=raw)
             held = response
@@ -272,16 +352,6 @@ def _environment_proxy(url: str) -> str | None:
     if not proxy:
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
-
-
-def _message(raw: bytes) -> str:
-    """The upstream's error message in one line (its ``error.message`` when it sent OpenAI's shape)."""
-    try:
-        found = orjson.loads(raw)
-        text = str(found["error"]["message"]) if isinstance(found, dict) else raw.decode()
-    except (orjson.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-        text = raw.decode("utf-8", "replace")
-    return " ".join(text.split())[:200]
 
 
 class EmbeddedUpstream:

@@ -82,6 +82,31 @@ class TestBreaker:
             b.before_call("search")
         assert (info.value.key, info.value.retry_at, info.value.failures) == ("search", 130.0, 2)
         assert b.retry_at("search") == 130.0
+        # Seconds from the refusal, rounded up; never the clock's reading, which means nothing to a person.
+        assert info.value.wait_s == 25.0
+        assert str(info.value) == "breaker 'search' is open after 2 failures; a probe is allowed in 25 s"
+
+    def test_an_admission_says_whether_it_took_a_probe_slot(self):
+        clock = ManualClock()
+        b = breaker(clock, failure_threshold=1, cooldown_s=10)
+        assert not b.admit("m").probe  # closed: no slot to take
+        b.record_failure("m")
+        clock.advance(10)
+        assert b.admit("m").probe
+        assert not b.admit("m").allowed
+
+    def test_a_released_probe_frees_its_slot_and_changes_nothing_else(self):
+        clock = ManualClock()
+        b = breaker(clock, failure_threshold=1, cooldown_s=10)
+        b.record_failure("m")
+        clock.advance(10)
+        assert b.allow("m") and not b.allow("m")
+        assert b.release("m") is None
+        assert b.state("m") is HALF
+        assert b.allow("m")  # the next call probes at once, not a cool-down later
+        assert b.record_success("m") is CLOSED
+        b.release("m")  # closed: nothing to give back
+        assert b.store.get("m") == b.store.get("never-seen")
 
     def test_half_open_after_the_cooldown_admits_limited_probes(self):
         clock = ManualClock()
@@ -229,6 +254,11 @@ class ModelBreaker:
             if self.wins >= self.m:
                 self.state, self.failures = "closed", 0
 
+    def release(self, now: float) -> None:
+        self.tick(now)
+        if self.state == "half_open" and self.probes > self.wins:
+            self.probes -= 1
+
     def failure(self, now: float) -> None:
         self.tick(now)
         self.failures += 1
@@ -238,7 +268,7 @@ class ModelBreaker:
 
 events = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from(["allow", "success", "failure"]), st.sampled_from(["a", "b"])),
+        st.tuples(st.sampled_from(["allow", "success", "failure", "release"]), st.sampled_from(["a", "b"])),
         st.tuples(st.just("advance"), st.integers(0, 6).map(lambda k: k / 2)),
     ),
     min_size=5,
@@ -268,6 +298,9 @@ def check_against_model(store_factory, config, script) -> None:
         elif kind == "success":
             b.record_success(arg)
             models[arg].success(clock.now)
+        elif kind == "release":
+            b.release(arg)
+            models[arg].release(clock.now)
         else:
             b.record_failure(arg)
             models[arg].failure(clock.now)
