@@ -17,7 +17,7 @@ import time
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retryctl._cut import CutWatch
 from retryctl._log import get_logger
@@ -36,6 +36,9 @@ from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
 from retryctl.models._text_sink import TextEmitter, TextSink
 from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
+
+if TYPE_CHECKING:
+    from retryctl.models._logprobs import TokenScorer
 
 __all__ = ["EmbeddedBackend"]
 
@@ -187,6 +190,15 @@ class EmbeddedBackend(BackendBase):
         tokens: list[int] = self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         return tokens
 
+    def _scorer(self, ctx: Any, n_vocab: int, grammar: Any) -> TokenScorer:
+        """The run's token scorer; ``grammar`` is what it decodes under (the scorer reads the whole
+        vocabulary regardless: see :class:`~._logprobs.TokenScorer`; ``bench/grammar_confidence.py``
+        overrides this to measure the other way)."""
+        from retryctl.models._logprobs import TokenScorer
+
+        del grammar
+        return TokenScorer(self._lib, ctx, n_vocab)
+
     def _token_logprob(
         self, piece: bytes, logprob: float, alternatives: list[tuple[int, float]]
     ) -> TokenLogprob:
@@ -207,7 +219,6 @@ class EmbeddedBackend(BackendBase):
     ) -> _Decoded:
         """One decoding run. Reads the logits after each token for its logprob (see module doc); hands
         its text to ``emitter`` as it becomes final, and ends early when its sink says so."""
-        from retryctl.models._admitted import TokenScorer
 
         llm, llama_cpp = self._llm, self._lib
         max_new = min(params.max_tokens, llm.n_ctx() - len(prompt))
@@ -226,8 +237,7 @@ class EmbeddedBackend(BackendBase):
         logprobs: list[TokenLogprob] = []
         finish = "length"
         watch = CutWatch(params.cut_below, CUT_WINDOW) if params.cut_below and params.logprobs else None
-        # Under a grammar the logprobs are the constrained distribution's (see ._admitted).
-        scorer = TokenScorer(llama_cpp, ctx, vocab, n_vocab, grammar if params.logprobs else None)
+        scorer = self._scorer(ctx, n_vocab, grammar)
         started = time.perf_counter()
         llm.set_seed(seed)
         tokens = llm.generate(
