@@ -32,7 +32,7 @@ from retryctl.gateway._adaptive import Decided, decide_request
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
-from retryctl.gateway._faults import refused_request
+from retryctl.gateway._faults import own_500, refused_request
 from retryctl.gateway._knobs import output_knobs
 from retryctl.gateway._request import ChatRequest, parse_body
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
@@ -215,7 +215,7 @@ class Gateway:
                 retry_after_s=wait,
             )
         suspect = isinstance(self.upstream, HttpUpstream) and self.upstream.suspect
-        if isinstance(error, RepeatedFault) and not suspect:
+        if own_500(error) and not (suspect and isinstance(error, RepeatedFault)):
             return refused_request(error, upstream=self.upstream.name)  # as the proxy answers it
         if error is not None:
             return from_fault(error, upstream=self.upstream.name)

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from typing import TypeGuard
 
 import orjson
 
 from retryctl.gateway._errors import ApiError
 from retryctl.models import BackendError
-from retryctl.models._errors import OWN_STATUS, RepeatedFault, ServerFault
+from retryctl.models._errors import OWN_STATUS, RepeatedFault, ServerFault, UnsupportedParameter
 from retryctl.models._openai_wire import detail_of
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "ServerFault",
     "detail_of",
     "message_of",
+    "own_500",
     "refusal",
     "refused_request",
     "request_own",
@@ -124,25 +126,40 @@ def refusal(status: int, raw: bytes, *, upstream: str) -> bytes:
     return orjson.dumps(refused.body())
 
 
-def refused_request(fault: RepeatedFault, *, upstream: str) -> ApiError:
-    """What a 500 that is the request's own becomes: a 502 (the upstream failed, not the gateway, and
-    not provably the caller) that says so, so that its client does not wait on a breaker for it."""
+def refused_request(fault: BackendError, *, upstream: str) -> ApiError:
+    """What a 500 that is the request's own becomes (:func:`own_500`): a 502 (the upstream failed, not
+    the gateway, and not provably the caller) that says so, so that its client does not wait on a
+    breaker for it."""
+    if isinstance(fault, UnsupportedParameter):  # the server's validation named the request's field
+        why = f"{fault.message}, a refusal of the request's {fault.parameter!r} as sent"
+    else:
+        why = f"{fault.message}, the same on a second try of the same body"
     return ApiError(
         502,
-        f"upstream {upstream} refused this request: {fault.message}, the same on a second try of the "
-        "same body. The failure is this request's own (its content), not the upstream's health: it is "
-        "not retried and not counted against the upstream's breaker",
+        f"upstream {upstream} refused this request: {why}. The failure is this request's own (its "
+        "content), not the upstream's health: it is not retried and not counted against the upstream's "
+        "breaker",
         type="upstream_error",
         code="upstream_refused_request",
     )
 
 
+def own_500(exc: BaseException | None) -> TypeGuard[BackendError]:
+    """Whether ``exc`` is a 5xx that is the request's own: a 500 it met twice word for word
+    (:class:`RepeatedFault`), or a 5xx whose body names a field of the request the server refused
+    (:class:`UnsupportedParameter` with nothing left to fall back on: llama.cpp's server lists its
+    validation errors of a tool-call conversation's ``messages``, and the OpenAI backend reads them)."""
+    if isinstance(exc, RepeatedFault):
+        return True
+    return isinstance(exc, UnsupportedParameter) and (exc.status_code or 0) >= OWN_STATUS
+
+
 def request_own(exc: BaseException | None) -> bool:
     """Whether an upstream's error is the request's own, never a fault of the upstream's health: a
-    refusal (a 4xx other than the transient 408, 409, 425 and 429), or a 500 that the request met twice
-    word for word (:class:`RepeatedFault`; unless :class:`RequestFaults` finds the upstream fails
+    refusal (a 4xx other than the transient 408, 409, 425 and 429), or a 5xx of its own
+    (:func:`own_500`; a :class:`RepeatedFault` unless :class:`RequestFaults` finds the upstream fails
     everything alike, which its caller asks)."""
-    if isinstance(exc, RepeatedFault):
+    if own_500(exc):
         return True
     if not isinstance(exc, BackendError) or exc.status_code is None:
         return False
