@@ -23,7 +23,9 @@ import asyncio
 from collections import Counter
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+import orjson
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import (
@@ -41,7 +43,7 @@ from retryctl.controller._breaker import counts_against
 from retryctl.evals._choice import CalibrationChoice
 from retryctl.gateway._faults import request_own
 from retryctl.gateway._request import AdaptiveOptions
-from retryctl.models import Candidate, ModelBackend, SamplingParams
+from retryctl.models import Candidate, ModelBackend, RepeatedFault, SamplingParams
 from retryctl.models._messages import Message
 from retryctl.models._retry import RetrySettings
 from retryctl.nodes._events import charged_between
@@ -50,7 +52,7 @@ from retryctl.nodes._outlook import outlook
 from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
 from retryctl.nodes._state import CandidateRecord
 
-__all__ = ["Decided", "decide_request"]
+__all__ = ["Decided", "OwnFaults", "decide_request"]
 
 STEP_ID = "chat.completions"
 """The ``step_id`` of a gateway request's records in the decision log."""
@@ -118,6 +120,20 @@ class Decided:
         ]
 
 
+class OwnFaults(Protocol):
+    """Where a 500 a request met twice word for word is judged (:class:`~retryctl.gateway._faults.
+    RequestFaults` behind the upstream, shared with proxied requests)."""
+
+    async def judged(self, content: bytes, fault: RepeatedFault) -> bool | None:
+        """``True`` when it counts against the breaker (the upstream fails everything alike), ``None``
+        when it is the request's own."""
+        ...
+
+    def succeeded(self) -> None:
+        """A draw succeeded: the upstream is healthy."""
+        ...
+
+
 @dataclass(frozen=True)
 class _Attempt:
     outcome: SampleOutcome
@@ -145,9 +161,11 @@ async def decide_request(
     breaker: Breaker | None = None,
     log: DecisionLog | None = None,
     calibration: CalibrationChoice | None = None,
+    faults: OwnFaults | None = None,
 ) -> Decided:
     """Sample ``messages`` adaptively under ``options`` until the engine finishes (see the module doc);
-    ``calibration`` maps the confidence before the threshold, and its label goes in every record."""
+    ``calibration`` maps the confidence before the threshold, and its label goes in every record;
+    ``faults`` judges a 500 the upstream repeated word for word (without it: the request's own)."""
     policy = options.controller_policy(calibration.calibration if calibration is not None else None)
     extra = {"calibration": calibration.label} if calibration is not None else None
     engine = AttemptEngine(
@@ -188,7 +206,7 @@ async def decide_request(
         )
         began = clock()
         before = ledger.snapshot().used
-        tried = await _attempt(backend, messages, loop, breaker, tokens)
+        tried = await _attempt(backend, messages, loop, breaker, tokens, faults=faults)
         latency_ms = (clock() - began) * 1000.0
         out = tried.outcome
         leader = out.stop.leader if out.stop is not None else None
@@ -285,6 +303,8 @@ async def _attempt(
     loop: Generator[DrawRequest, list[Candidate], SampleOutcome],
     breaker: Breaker | None,
     used: list[int],
+    *,
+    faults: OwnFaults | None = None,
 ) -> _Attempt:
     """One attempt: the breaker's admission, the sampling ``loop`` driven, the outcome reported."""
     target = backend.name
@@ -296,8 +316,15 @@ async def _attempt(
     watched = _Watched(backend, used)
     out = await run_async(loop, watched, messages)
     if breaker is not None:
-        # A refusal of the request (an upstream 4xx) is its own, never the upstream's health.
-        failed = out.error is not None and counts_against(out.error) and not request_own(watched.error)
+        # A refusal of the request (an upstream 4xx), or a 500 it met twice word for word, is its own,
+        # never the upstream's health (unless the upstream answers everything alike).
+        own = request_own(watched.error)
+        if faults is not None and isinstance(watched.error, RepeatedFault) and out.error is not None:
+            content = orjson.dumps(list(messages), default=str)
+            own = await faults.judged(content, watched.error) is None
+        elif faults is not None and out.candidates:
+            faults.succeeded()
+        failed = out.error is not None and counts_against(out.error) and not own
         if failed or out.candidates:
             breaker.report(target, failed=failed)
         elif admission.probe:

@@ -32,10 +32,11 @@ from retryctl.gateway._adaptive import Decided, decide_request
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
+from retryctl.gateway._faults import own_500, refused_request
 from retryctl.gateway._knobs import output_knobs
 from retryctl.gateway._request import ChatRequest, parse_body
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
-from retryctl.models import Candidate, normalise_messages
+from retryctl.models import Candidate, RepeatedFault, normalise_messages
 from retryctl.nodes._events import new_run_id
 
 __all__ = ["CONFIG_ENV", "Gateway", "app_from_env", "create_app"]
@@ -153,6 +154,8 @@ class Gateway:
             await self.upstream.while_probing()  # a half-open breaker's probe decides for this one too
         run_id = new_run_id()
         knobs = output_knobs(chat)
+        # A 500 the upstream repeats word for word is judged with the proxied requests' (._faults).
+        faults = self.upstream if isinstance(self.upstream, HttpUpstream) else None
         decided = await decide_request(
             backend=self.upstream.backend,
             messages=normalise_messages(chat.messages),
@@ -164,6 +167,7 @@ class Gateway:
             breaker=self.breaker,
             log=self.log,
             calibration=self.calibration,
+            faults=faults,
         )
         if decided.chosen is None:
             raise self._nothing_drawn(decided)
@@ -210,6 +214,9 @@ class Gateway:
                 code="breaker_open",
                 retry_after_s=wait,
             )
+        suspect = isinstance(self.upstream, HttpUpstream) and self.upstream.suspect
+        if own_500(error) and not (suspect and isinstance(error, RepeatedFault)):
+            return refused_request(error, upstream=self.upstream.name)  # as the proxy answers it
         if error is not None:
             return from_fault(error, upstream=self.upstream.name)
         return ApiError(

@@ -10,25 +10,33 @@ request's own is not retried and not counted:
 - a 500 that the same body meets again word for word on its retry. llama.cpp's Python server answers a
   valid tool-call conversation (assistant ``content: null`` with ``tool_calls``, then a ``tool``
   message) with a 500 listing its own validation errors, every time; a server that is failing answers
-  with faults that come and go. The body's fingerprint is remembered (:class:`RequestFaults`), so the
-  same body sent again is known at its first 500 and costs one upstream call, not a retry.
+  with faults that come and go. The transport retries tell the two apart
+  (:class:`~retryctl.models.ServerFault`, :class:`~retryctl.models.RepeatedFault`, raised by
+  :func:`~retryctl.models._retry.call_with_retries` for the proxy and for the OpenAI backend that
+  adaptive requests sample through alike). A proxied body's fingerprint is remembered
+  (:class:`RequestFaults`), so the same body sent again is known at its first 500 and costs one
+  upstream call, not a retry.
 
 One rule keeps that from hiding an upstream that fails every request alike (an engine that died and
 answers anything with the same 500): once ``check_after`` different bodies met the same 500 with no
 request succeeding between, the gateway asks the upstream a minimal request of its own (one token,
 :data:`CHECK_BODY`). If that succeeds, the 500s were the requests' own; if it fails, they are the
-upstream's, and they count until a request succeeds again.
+upstream's, and they count until a request succeeds again. Adaptive requests share the rule: their
+500s repeated word for word are remembered here too (by their messages), and their successes clear it.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from typing import TypeGuard
 
 import orjson
 
 from retryctl.gateway._errors import ApiError
-from retryctl.models import BackendError, TerminalBackendError, TransientBackendError
+from retryctl.models import BackendError
+from retryctl.models._errors import OWN_STATUS, RepeatedFault, ServerFault, UnsupportedParameter
+from retryctl.models._openai_wire import detail_of
 
 __all__ = [
     "CHECK_BODY",
@@ -38,44 +46,11 @@ __all__ = [
     "ServerFault",
     "detail_of",
     "message_of",
+    "own_500",
     "refusal",
     "refused_request",
     "request_own",
 ]
-
-OWN_STATUS = 500
-"""The one status a request's own failure may hide behind. The other 5xx are left to the retries and
-the breaker: 502, 503 and 504 are a proxy's or a server's word on its own state, never a request's."""
-
-
-class ServerFault(TransientBackendError):
-    """An upstream's HTTP 500, with its whole message (``detail``) to compare with the next try's."""
-
-    def __init__(
-        self, message: str, *, backend: str, detail: str, retry_after_s: float | None = None
-    ) -> None:
-        super().__init__(message, backend=backend, status_code=OWN_STATUS, retry_after_s=retry_after_s)
-        self.detail = detail
-
-
-class RepeatedFault(TerminalBackendError):
-    """A 500 that the same body met again, word for word: the request's own, not the upstream's."""
-
-    def __init__(self, fault: ServerFault) -> None:
-        super().__init__(
-            fault.message, backend=fault.backend, status_code=OWN_STATUS, attempts=fault.attempts
-        )
-        self.detail = fault.detail
-
-
-def detail_of(raw: bytes) -> str:
-    """The upstream's whole error message (its ``error.message`` in OpenAI's shape), spaces folded."""
-    try:
-        found = orjson.loads(raw)
-        text = str(found["error"]["message"]) if isinstance(found, dict) else raw.decode()
-    except (orjson.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-        text = raw.decode("utf-8", "replace")
-    return " ".join(text.split())
 
 
 def message_of(raw: bytes) -> str:
@@ -151,22 +126,41 @@ def refusal(status: int, raw: bytes, *, upstream: str) -> bytes:
     return orjson.dumps(refused.body())
 
 
-def refused_request(fault: RepeatedFault, *, upstream: str) -> ApiError:
-    """What a 500 that is the request's own becomes: a 502 (the upstream failed, not the gateway, and
-    not provably the caller) that says so, so that its client does not wait on a breaker for it."""
+def refused_request(fault: BackendError, *, upstream: str) -> ApiError:
+    """What a 500 that is the request's own becomes (:func:`own_500`): a 502 (the upstream failed, not
+    the gateway, and not provably the caller) that says so, so that its client does not wait on a
+    breaker for it."""
+    if isinstance(fault, UnsupportedParameter):  # the server's validation named the request's field
+        why = f"{fault.message}, a refusal of the request's {fault.parameter!r} as sent"
+    else:
+        why = f"{fault.message}, the same on a second try of the same body"
     return ApiError(
         502,
-        f"upstream {upstream} refused this request: {fault.message}, the same on a second try of the "
-        "same body. The failure is this request's own (its content), not the upstream's health: it is "
-        "not retried and not counted against the upstream's breaker",
+        f"upstream {upstream} refused this request: {why}. The failure is this request's own (its "
+        "content), not the upstream's health: it is not retried and not counted against the upstream's "
+        "breaker",
         type="upstream_error",
         code="upstream_refused_request",
     )
 
 
+def own_500(exc: BaseException | None) -> TypeGuard[BackendError]:
+    """Whether ``exc`` is a 5xx that is the request's own: a 500 it met twice word for word
+    (:class:`RepeatedFault`), or a 5xx whose body names a field of the request the server refused
+    (:class:`UnsupportedParameter` with nothing left to fall back on: llama.cpp's server lists its
+    validation errors of a tool-call conversation's ``messages``, and the OpenAI backend reads them)."""
+    if isinstance(exc, RepeatedFault):
+        return True
+    return isinstance(exc, UnsupportedParameter) and (exc.status_code or 0) >= OWN_STATUS
+
+
 def request_own(exc: BaseException | None) -> bool:
-    """Whether an upstream's error is a refusal of the request (a 4xx other than the transient 408,
-    409, 425 and 429): its own, never a fault of the upstream's health."""
+    """Whether an upstream's error is the request's own, never a fault of the upstream's health: a
+    refusal (a 4xx other than the transient 408, 409, 425 and 429), or a 5xx of its own
+    (:func:`own_500`; a :class:`RepeatedFault` unless :class:`RequestFaults` finds the upstream fails
+    everything alike, which its caller asks)."""
+    if own_500(exc):
+        return True
     if not isinstance(exc, BackendError) or exc.status_code is None:
         return False
     return 400 <= exc.status_code < 500 and not exc.retryable

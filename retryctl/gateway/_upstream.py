@@ -168,7 +168,7 @@ class HttpUpstream:
             try:
                 forwarded = await self._tried(content, stream=request.stream)
             except RepeatedFault as exc:
-                failed = await self._judged(content, exc)
+                failed = await self.judged(content, exc)
                 if failed:  # the upstream fails everything alike: its fault, counted, and said so
                     raise from_fault(exc, upstream=self.model) from None
                 raise refused_request(exc, upstream=self.model) from None
@@ -187,9 +187,19 @@ class HttpUpstream:
         if self._probes is not None:
             await self._probes.while_probing()
 
-    async def _judged(self, content: bytes, fault: RepeatedFault) -> bool | None:
-        """Whether a 500 the same body met twice counts against the breaker: not as the request's own
-        (``None``), unless the upstream answers a minimal request of the gateway's own no better."""
+    @property
+    def suspect(self) -> bool:
+        """Whether the upstream was found to fail every request alike (:class:`RequestFaults`)."""
+        return self._faults.suspect
+
+    def succeeded(self) -> None:
+        """A request succeeded (an adaptive one's draw): the upstream is healthy."""
+        self._faults.succeeded()
+
+    async def judged(self, content: bytes, fault: RepeatedFault) -> bool | None:
+        """Whether a 500 the same body (``content``: a proxied body, an adaptive request's messages)
+        met twice counts against the breaker: not as the request's own (``None``), unless the upstream
+        answers a minimal request of the gateway's own no better."""
         if self.breaker is None:
             return None
         due = self._faults.remember(content, fault)
@@ -237,24 +247,13 @@ class HttpUpstream:
             if not self.retry.should_retry(exc) or self.retry.attempts == 1:
                 raise
             first: list[BackendError] = [exc]
-        previous = first[0]
 
         async def again() -> Forwarded:
-            nonlocal previous
+            # The retries compare each 500 with the try's before (the first's included): the same
+            # body meeting the same 500 word for word ends them as the request's own (RepeatedFault).
             if first:
                 raise first.pop()
-            try:
-                return await self._once(content, stream=stream)
-            except ServerFault as exc:
-                # The same body, the same 500, word for word: the request's own. Tenacity does not
-                # retry a terminal error; the error it raises says how many tries were made.
-                if isinstance(previous, ServerFault) and exc.detail == previous.detail:
-                    raise RepeatedFault(exc) from None
-                previous = exc
-                raise
-            except BackendError as exc:
-                previous = exc
-                raise
+            return await self._once(content, stream=stream)
 
         return await call_with_retries(again, self.retry, label=self.model)
 

@@ -3,10 +3,12 @@
     RuntimeFailure                      (retryctl.exceptions)
     └── BackendError                    a model call failed; carries ``status_code`` and ``retry_after_s``
         ├── TransientBackendError       worth retrying: 429, 5xx, timeout, dropped connection
-        │   └── BackendTimeout          no complete answer within the timeout
+        │   ├── BackendTimeout          no complete answer within the timeout
+        │   └── ServerFault             an HTTP 500, its whole message kept to compare with a retry's
         ├── MalformedResponse           the server answered, but not with a usable completion
         └── TerminalBackendError        retrying the same call cannot help: 4xx, auth, unknown model
             ├── UnclassifiedBackendError  an error the backend does not know (the controller judges its cause)
+            ├── RepeatedFault           a 500 the same request met again word for word: the request's own
             ├── UnsupportedParameter    the server refuses a parameter it does not support (any status)
             ├── BackendUnavailable      the backend cannot run here (e.g. the ``local`` extra is missing)
             └── ReplayExhausted         a replay backend has no recorded sample left for a question
@@ -23,11 +25,14 @@ from typing import ClassVar
 from retryctl.exceptions import RuntimeFailure
 
 __all__ = [
+    "OWN_STATUS",
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
     "MalformedResponse",
+    "RepeatedFault",
     "ReplayExhausted",
+    "ServerFault",
     "TerminalBackendError",
     "TransientBackendError",
     "UnsupportedParameter",
@@ -84,6 +89,28 @@ class BackendTimeout(TransientBackendError):
     """The server did not answer completely within the timeout."""
 
 
+OWN_STATUS = 500
+"""The one status a request's own failure may hide behind. The other 5xx are left to the retries and
+the breaker: 502, 503 and 504 are a proxy's or a server's word on its own state, never a request's."""
+
+
+class ServerFault(TransientBackendError):
+    """An HTTP 500, with the server's whole message (``detail``) to compare with the next try's.
+
+    Transient at first: a server that is failing answers with faults that come and go. The same
+    request meeting the same 500 again, word for word, is :class:`RepeatedFault`."""
+
+    def __init__(
+        self, message: str, *, backend: str, detail: str, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, backend=backend, status_code=OWN_STATUS, retry_after_s=retry_after_s)
+        self.detail = detail
+
+    def repeats(self, previous: BaseException | None) -> bool:
+        """Whether ``previous`` (the same request's last try) failed with this very 500."""
+        return isinstance(previous, ServerFault) and previous.detail == self.detail
+
+
 class MalformedResponse(BackendError):
     """The server answered, but the body is not a usable completion (garbage, wrong schema, no choices).
 
@@ -116,6 +143,22 @@ class UnclassifiedBackendError(TerminalBackendError):
     error, a gRPC UNAVAILABLE, a ``requests`` timeout are transient)."""
 
     error_class: ClassVar[str | None] = None
+
+
+class RepeatedFault(TerminalBackendError):
+    """A 500 that the same request met again, word for word: the request's own, not the server's health.
+
+    llama.cpp's Python server answers a valid tool-call conversation with a 500 listing its own
+    validation errors, every time; retrying it only costs time, and counting it against the server's
+    breaker would let one caller's content take the server from every other caller. So the retries
+    stop at the second identical answer (:func:`~retryctl.models._retry.call_with_retries`), and this
+    error says so. Terminal: the same request meets it again."""
+
+    def __init__(self, fault: ServerFault) -> None:
+        super().__init__(
+            fault.message, backend=fault.backend, status_code=OWN_STATUS, attempts=fault.attempts
+        )
+        self.detail = fault.detail
 
 
 class UnsupportedParameter(TerminalBackendError):

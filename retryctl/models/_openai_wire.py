@@ -17,9 +17,11 @@ import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from retryctl.models._errors import (
+    OWN_STATUS,
     BackendError,
     BackendTimeout,
     MalformedResponse,
+    ServerFault,
     TerminalBackendError,
     TransientBackendError,
     UnsupportedParameter,
@@ -31,6 +33,7 @@ __all__ = [
     "Logprobs",
     "WireModel",
     "WireUsage",
+    "detail_of",
     "first_error",
     "parse_completion",
     "parse_retry_after",
@@ -146,22 +149,48 @@ def translate_error(exc: Exception, *, backend: str, sent: Collection[str] = ())
                 parameter=refused,
                 status_code=status,
             )
-        return status_error(status, message, backend=backend, retry_after_s=retry_after)
+        whole = detail_of(_body_text(exc)) if status == OWN_STATUS else None
+        return status_error(status, message, backend=backend, retry_after_s=retry_after, detail=whole)
     if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
         return MalformedResponse(f"unreadable response: {exc}", backend=backend)
     return TerminalBackendError(f"{type(exc).__name__}: {exc}", backend=backend)
 
 
 def status_error(
-    status: int, message: str, *, backend: str, retry_after_s: float | None = None
+    status: int,
+    message: str,
+    *,
+    backend: str,
+    retry_after_s: float | None = None,
+    detail: str | None = None,
 ) -> TransientBackendError | TerminalBackendError:
     """The error of an HTTP ``status`` from a model server: transient (worth a retry) for 408, 409, 425,
-    429 and every 5xx, terminal for any other status."""
+    429 and every 5xx, terminal for any other status. A 500 is a :class:`ServerFault` carrying
+    ``detail`` (the server's whole message, :func:`detail_of`; ``message`` when not given), so that a
+    retry meeting it again word for word is known as the request's own."""
+    if status == OWN_STATUS:
+        detail = message if detail is None else detail
+        return ServerFault(message, backend=backend, detail=detail, retry_after_s=retry_after_s)
     if status in _TRANSIENT_STATUS or status >= 500:
         return TransientBackendError(
             message, backend=backend, status_code=status, retry_after_s=retry_after_s
         )
     return TerminalBackendError(message, backend=backend, status_code=status, retry_after_s=retry_after_s)
+
+
+def detail_of(raw: bytes | str) -> str:
+    """A server's whole error message (its ``error.message`` in OpenAI's shape, else the body), spaces
+    folded."""
+    try:
+        found = json.loads(raw)
+        text = str(found["error"]["message"]) if isinstance(found, dict) else _text(raw)
+    except (ValueError, KeyError, TypeError):  # not JSON, not UTF-8, not OpenAI's shape
+        text = _text(raw)
+    return " ".join(text.split())
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
 def _body_text(exc: openai.APIStatusError) -> str:

@@ -3,6 +3,9 @@
 Only :class:`TransientBackendError` is retried (and :class:`MalformedResponse` when asked); a server's
 ``Retry-After`` is honoured exactly, and one longer than ``max_retry_after_s`` ends the retrying at once so
 the controller can decide (switch model, open a breaker) instead of the call sleeping for minutes.
+A 500 that the same request meets twice, word for word, is not retried further (:class:`RepeatedFault`):
+a server that is failing answers with faults that come and go, one that refuses the request's content
+(llama.cpp's server on a tool-call conversation) answers the same every time.
 
 Every retry is told, before its backoff, to the listener its caller installed with
 :func:`transport_retries` (the sampling driver charges it to the budget ledger and writes it into the
@@ -24,7 +27,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from retryctl._log import get_logger
 from retryctl.exceptions import ConfigError
-from retryctl.models._errors import BackendError
+from retryctl.models._errors import BackendError, RepeatedFault, ServerFault
 
 __all__ = ["RetryListener", "RetrySettings", "TransportRetry", "call_with_retries", "transport_retries"]
 
@@ -140,18 +143,28 @@ async def call_with_retries(
     """Await ``fn()`` until it succeeds or a non-retryable error, the attempt limit or the listener
     (:func:`transport_retries`) ends it.
 
-    The error that ends it is re-raised with ``attempts`` set to the number of tries made.
+    The error that ends it is re-raised with ``attempts`` set to the number of tries made. A 500 that
+    the try before met word for word (:class:`ServerFault`, the same request sent again) ends it as
+    :class:`RepeatedFault`: the request's own failure, which more tries would only meet again.
     """
     tries = 0
+    previous: BackendError | None = None
     listener = _LISTENER.get()
 
     async def once() -> T:
-        nonlocal tries
+        nonlocal tries, previous
         tries += 1
         try:
             return await fn()
+        except ServerFault as exc:
+            exc.attempts = tries
+            if exc.repeats(previous):  # the request's own: terminal, so tenacity tries no more
+                raise RepeatedFault(exc) from None
+            previous = exc
+            raise
         except BackendError as exc:
             exc.attempts = tries
+            previous = exc
             raise
 
     def wait(state: RetryCallState) -> float:

@@ -1,8 +1,11 @@
 """A real HTTP server on 127.0.0.1 that answers by a request's content, as llama.cpp's server does: a
 conversation with a ``tool`` message gets a 500 listing validation errors (the same words every time),
 a body with ``"user": "refuse-400"`` a 400 in OpenAI's shape, ``"user": "refuse-422"`` a 422 in plain
-text, anything else a completion. ``mode`` turns it into an unhealthy upstream: ``down`` answers every
-request 503, ``dead`` every request the same 500. It counts the requests of each kind it answered."""
+text, a message whose content starts ``crash-500`` a 500 in prose (:data:`CRASH_500`, the same words
+every time, naming no parameter), anything else a completion. ``mode`` turns it into an unhealthy
+upstream: ``down`` answers every request 503, ``dead`` every request the same 500, ``flaky`` every
+request a 500 that says something else each time (a server failing as it goes). It counts the
+requests of each kind it answered."""
 
 from __future__ import annotations
 
@@ -20,11 +23,14 @@ TOOL_500 = (
 )
 """What llama.cpp's Python server answers a valid tool-call conversation with (its first words)."""
 
-Mode = Literal["ok", "down", "dead"]
+CRASH_500 = "the chat template failed to render this conversation"
+"""What the server answers a message starting ``crash-500`` with: a 500 of the request's own, in prose."""
+
+Mode = Literal["ok", "down", "dead", "flaky"]
 
 
 def kind(request: dict[str, Any]) -> str:
-    """Which kind of request this is: ``check`` (the gateway's own), ``tool``, ``refuse-400``,
+    """Which kind of request this is: ``check`` (the gateway's own), ``tool``, ``crash``, ``refuse-400``,
     ``refuse-422`` or ``plain``."""
     messages = request.get("messages") or []
     if request.get("max_tokens") == 1 and messages == [{"role": "user", "content": "Say OK."}]:
@@ -32,6 +38,8 @@ def kind(request: dict[str, Any]) -> str:
     roles = {m.get("role") for m in messages if isinstance(m, dict)}
     if "tool" in roles:
         return "tool"
+    if any(isinstance(m, dict) and str(m.get("content")).startswith("crash-500") for m in messages):
+        return "crash"
     if request.get("user") in ("refuse-400", "refuse-422"):
         return str(request["user"])
     return "plain"
@@ -64,8 +72,13 @@ class ContentServer:
                 found = kind(request)
                 with server._lock:
                     server.hits[found] += 1
+                    answered = sum(server.hits.values())
                 if server.mode == "down":
                     self._send(503, _error("the server is overloaded", "server_error"))
+                elif server.mode == "flaky":
+                    self._send(500, _error(f"worker {answered} crashed", "server_error"))
+                elif found == "crash":
+                    self._send(500, _error(CRASH_500, "server_error"))
                 elif server.mode == "dead" or found == "tool":
                     self._send(500, _error(TOOL_500 if found == "tool" else "engine dead", "server_error"))
                 elif found == "refuse-400":

@@ -46,3 +46,29 @@ def test_tool_call_conversations_of_one_client_leave_the_upstream_to_another(
             model="smollm2", messages=[{"role": "user", "content": "Say hi."}], max_tokens=4
         )
         assert done.choices[0].message.content
+
+
+def test_adaptive_tool_call_conversations_leave_the_upstream_to_another(
+    request: pytest.FixtureRequest,
+) -> None:
+    upstream = str(request.getfixturevalue("llama_server"))
+    args = ("--upstream", upstream, "--upstream-model", "smollm2", "--breaker-failures", "2")
+    adaptive = {"adaptive": True, "retryctl": {"max_samples": 2, "answer": "text"}}
+    with serving(*args) as (url, _):
+        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
+        for result in range(4):
+            with pytest.raises(openai.APIStatusError) as info:
+                client.chat.completions.create(
+                    model="smollm2", messages=_tool_conversation(result), max_tokens=4, extra_body=adaptive
+                )
+            assert info.value.status_code == 502
+            body = info.value.body
+            assert isinstance(body, dict) and body["code"] == "upstream_refused_request"
+            assert "validation error" in body["message"]  # llama.cpp's own words
+        done = client.chat.completions.create(
+            model="smollm2",
+            messages=[{"role": "user", "content": "Say hi."}],
+            max_tokens=4,
+            extra_body=adaptive,
+        )
+        assert done.choices[0].message.content is not None

@@ -59,9 +59,11 @@ def ok(choices: int | None = None, **kwargs: Any) -> Reply:
     return Reply("ok", choices=choices, body=completion(choices or 1, **kwargs) if kwargs else b"")
 
 
-def status(code: int, *, retry_after: str | None = None) -> Reply:
+def status(code: int, *, retry_after: str | None = None, message: str | None = None) -> Reply:
+    """An error status in OpenAI's shape, saying ``message`` (by default ``scripted <code>``)."""
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
-    body = json.dumps({"error": {"message": f"scripted {code}", "type": "server_error"}}).encode()
+    said = f"scripted {code}" if message is None else message
+    body = json.dumps({"error": {"message": said, "type": "server_error"}}).encode()
     return Reply("status", status=code, headers=headers, body=body)
 
 

@@ -12,6 +12,7 @@ from retryctl.models import (
     BackendTimeout,
     MalformedResponse,
     OpenAIBackend,
+    RepeatedFault,
     RetrySettings,
     SamplingParams,
     TerminalBackendError,
@@ -31,6 +32,54 @@ def make(server: FaultServer, waits: list[float], **kwargs) -> OpenAIBackend:
     kwargs.setdefault("retry", RetrySettings(attempts=3, initial_wait_s=0.01, jitter=False))
     kwargs.setdefault("timeout_s", 5.0)
     return OpenAIBackend(model="fault-model", base_url=server.url, sleep=record, **kwargs)
+
+
+def _tries(attempts: int) -> RetrySettings:
+    return RetrySettings(attempts=attempts, initial_wait_s=0.01, jitter=False)
+
+
+class TestRepeated500:
+    """A 500 the same request meets again word for word is its own (llama.cpp's server on a tool-call
+    conversation): the retries stop at the second, not after all of them."""
+
+    def test_the_same_500_twice_ends_the_retries_as_the_requests_own(self, fault_server):
+        waits: list[float] = []
+        fault_server.script.extend([status(500, message="7 validation errors: messages.1")] * 4)
+        backend = make(fault_server, waits, retry=_tries(4))
+        with pytest.raises(RepeatedFault) as info:
+            asyncio.run(backend.sample(Q))
+        assert len(fault_server.requests) == 2 and waits == [0.01]
+        assert fault_server.requests[0] == fault_server.requests[1]  # the same request, sent again
+        fault = info.value
+        assert fault.status_code == 500 and fault.attempts == 2
+        assert fault.error_class == "terminal" and not fault.retryable
+        assert fault.detail == "7 validation errors: messages.1"
+
+    def test_500s_that_differ_are_retried_to_the_end(self, fault_server):
+        waits: list[float] = []
+        fault_server.script.extend([status(500, message=f"worker {i} crashed") for i in range(3)])
+        with pytest.raises(TransientBackendError) as info:
+            asyncio.run(make(fault_server, waits).sample(Q))
+        assert not isinstance(info.value, RepeatedFault)
+        assert info.value.attempts == 3 and info.value.retryable
+        assert len(fault_server.requests) == 3
+
+    def test_each_500_is_compared_with_the_try_just_before(self, fault_server):
+        waits: list[float] = []
+        fault_server.script.extend(
+            [status(500, message="a"), status(503), status(500, message="a"), status(500, message="a")]
+        )
+        backend = make(fault_server, waits, retry=_tries(5))
+        with pytest.raises(RepeatedFault) as info:
+            asyncio.run(backend.sample(Q))
+        assert info.value.attempts == 4 and len(fault_server.requests) == 4
+
+    def test_a_repeated_502_or_503_is_the_servers_state_and_still_retried(self, fault_server):
+        waits: list[float] = []
+        fault_server.script.extend([status(502)] * 3)
+        with pytest.raises(TransientBackendError) as info:
+            asyncio.run(make(fault_server, waits).sample(Q))
+        assert info.value.attempts == 3 and len(fault_server.requests) == 3
 
 
 class TestOpenAIBackendFaults:
@@ -62,7 +111,8 @@ class TestOpenAIBackendFaults:
     @pytest.mark.parametrize("code", [500, 502, 503])
     def test_server_errors_back_off_exponentially_then_succeed(self, fault_server, code):
         waits: list[float] = []
-        fault_server.script.extend([status(code), status(code), ok()])
+        # Each 500 says something else (a 500 repeated word for word ends the retries: TestRepeated500).
+        fault_server.script.extend([status(code, message="busy: 1"), status(code, message="busy: 2"), ok()])
         [cand] = asyncio.run(make(fault_server, waits).sample(Q))
         assert cand.text == "42-0"
         assert waits == [0.01, 0.02]

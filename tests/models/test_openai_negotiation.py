@@ -224,8 +224,15 @@ class TestOtherRefusedParameters:
         assert classify(info.value).error_class is ErrorClass.TERMINAL
 
     def test_a_genuine_500_stays_transient_and_is_retried(self, picky):
-        body = json.dumps({"error": {"message": "llama_decode returned -1", "type": "internal_server_error"}})
-        server = picky(lambda r: Refusal(500, body), lambda r: "51")
+        # Each try's 500 says something else: a 500 repeated word for word ends the retries at the
+        # second (tests/models/test_openai_faults.py::TestRepeated500), and is no capability error either.
+        tries = iter(range(100))
+
+        def refuse(request: dict[str, Any]) -> Refusal:
+            message = f"llama_decode returned -1 (slot {next(tries)})"
+            return Refusal(500, json.dumps({"error": {"message": message, "type": "internal_server_error"}}))
+
+        server = picky(refuse, lambda r: "51")
         waits: list[float] = []
         backend = make(server, waits, CapabilityRegistry())
         with pytest.raises(TransientBackendError) as info:

@@ -10,6 +10,7 @@ import pytest
 from retryctl.models import (
     BackendTimeout,
     MalformedResponse,
+    ServerFault,
     TerminalBackendError,
     TransientBackendError,
     UnsupportedParameter,
@@ -61,7 +62,9 @@ class TestTranslateError:
         assert type(refused) is UnsupportedParameter and refused.parameter == "response_format"
         assert refused.status_code == 500 and not refused.retryable
         assert "\n" not in str(refused)  # the multi-line pydantic report is one line
-        assert type(translate_error(exc, backend="b")) is TransientBackendError  # nothing said sent
+        fault = translate_error(exc, backend="b")  # nothing said sent: a fault, its whole message kept
+        assert type(fault) is ServerFault and fault.retryable
+        assert fault.detail == " ".join(body["error"]["message"].split())
 
     def test_transport_errors(self):
         assert isinstance(translate_error(openai.APITimeoutError(REQ), backend="b"), BackendTimeout)
