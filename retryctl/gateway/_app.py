@@ -32,7 +32,7 @@ from retryctl.gateway._adaptive import Decided, decide_request
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
-from retryctl.gateway._knobs import output_knobs
+from retryctl.gateway._knobs import Knobbed, output_knobs
 from retryctl.gateway._request import ChatRequest, parse_body
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
 from retryctl.models import Candidate, normalise_messages
@@ -153,10 +153,12 @@ class Gateway:
             await self.upstream.while_probing()  # a half-open breaker's probe decides for this one too
         run_id = new_run_id()
         knobs = output_knobs(chat)
+        params = knobs.apply(chat.sampling_params(default_max_tokens=512))
         decided = await decide_request(
-            backend=self.upstream.backend,
+            # Every sample under the request's response_format and stop, not only the schedule's knobs.
+            backend=Knobbed(self.upstream.backend, params),
             messages=normalise_messages(chat.messages),
-            params=knobs.apply(chat.sampling_params(default_max_tokens=512)),
+            params=params,
             options=chat.options,
             run_id=run_id,
             retry=self.retry,
@@ -191,8 +193,8 @@ class Gateway:
             "x-retryctl-calibration": decided.calibration or "",
         }
         if chat.stream:
-            options = (chat.model_extra or {}).get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            options = chat.stream_options  # a declared field: never in model_extra
+            include_usage = options is not None and options.get("include_usage") is True
             events = sse_chunks(done, include_usage=include_usage, extra={"retryctl": block})
             return StreamingResponse(iter(events), media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(done), media_type=_JSON, headers=headers)

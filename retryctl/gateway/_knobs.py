@@ -15,9 +15,9 @@ from typing import Any
 from retryctl.exceptions import ConfigError
 from retryctl.gateway._errors import ApiError
 from retryctl.gateway._request import ChatRequest
-from retryctl.models import SamplingParams
+from retryctl.models import Candidate, ModelBackend, SamplingParams
 
-__all__ = ["OutputKnobs", "output_knobs"]
+__all__ = ["Knobbed", "OutputKnobs", "output_knobs"]
 
 _MAX_TOP_LOGPROBS = 20
 """OpenAI's own bound on ``top_logprobs``."""
@@ -45,6 +45,35 @@ class OutputKnobs:
             raise ApiError(
                 400, f"invalid '{exc.field}': {exc.problem}", param=exc.field, code="invalid_value"
             ) from None
+
+
+class Knobbed:
+    """``backend`` drawing every sample of an adaptive request under the request's own ``response_format``
+    and ``stop`` (and its logprobs): the sampling loop builds each draw's parameters from its schedule,
+    which knows only the temperature, ``top_p``, the seed, ``max_tokens`` and the cut bound."""
+
+    def __init__(self, backend: ModelBackend, asked: SamplingParams) -> None:
+        self._backend = backend
+        self._asked = asked
+
+    @property
+    def name(self) -> str:
+        """The backend's name (the decision log's ``target``)."""
+        return self._backend.name
+
+    async def sample(
+        self, messages: Any, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """The backend's ``k`` candidates under ``params`` with the request's output knobs."""
+        asked = self._asked
+        drawn = dataclasses.replace(
+            params or asked,
+            response_format=asked.response_format,
+            stop=asked.stop,
+            logprobs=(params or asked).logprobs or asked.logprobs,
+            top_logprobs=max((params or asked).top_logprobs, asked.top_logprobs),
+        )
+        return await self._backend.sample(messages, drawn, k=k)
 
 
 def output_knobs(request: ChatRequest) -> OutputKnobs:
