@@ -3,7 +3,9 @@
 Checked for every request, in every mode, as the OpenAI API checks them: ``model``, ``stream``, the
 sampling knobs (``temperature``, ``top_p``, ``n``, ``max_tokens``, ``seed``, ``stop``) and OpenAI's other
 fields by their type (no coercion: ``"0.5"`` is not a number), every message by the rules of its role
-(:mod:`._messages`), and the gateway's own ``adaptive`` and ``retryctl``. A proxied request keeps its body
+(:mod:`._messages`), the output fields by OpenAI's rules (:mod:`._fields`: ``top_logprobs`` needs
+``logprobs``, ``response_format``'s type and ``json_schema``, ``tool_choice`` only with ``tools``), and
+the gateway's own ``adaptive`` and ``retryctl``. A proxied request keeps its body
 as the caller sent it and the upstream judges the values of the fields the gateway does not act on, so an
 upstream's own extensions (llama.cpp's ``top_k``) are never refused here. Each refusal is a 400 whose
 ``param`` names the field (``messages[1].role``, ``retryctl.budget.samples``).
@@ -40,6 +42,7 @@ from retryctl.controller import (
     normalise_text,
 )
 from retryctl.gateway._errors import ApiError, from_validation
+from retryctl.gateway._fields import check_output_fields
 from retryctl.gateway._messages import check_messages
 from retryctl.models import SamplingParams
 
@@ -208,5 +211,6 @@ def parse_body(raw: bytes, *, text_model: bool = False) -> tuple[dict[str, Any],
     except ValidationError as exc:
         raise from_validation(exc) from None
     check_messages(request.messages, text_only=text_model or request.adaptive)
+    check_output_fields(body)  # OpenAI's rules, in every mode: a proxied body meets them too
     request.check_adaptive()
     return body, request
