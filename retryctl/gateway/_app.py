@@ -34,6 +34,7 @@ from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
 from retryctl.gateway._knobs import Knobbed, output_knobs
 from retryctl.gateway._request import ChatRequest, parse_body
+from retryctl.gateway._rewrite import public_error
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
 from retryctl.models import Candidate, normalise_messages
 from retryctl.nodes._events import new_run_id
@@ -137,13 +138,19 @@ class Gateway:
             streaming = True  # the request is in progress until its last chunk is sent
             return _Passed(forwarded, self._release)
         except ApiError as exc:
-            return exc.response()
+            return self._public(exc).response()
         except ConfigError as exc:
             # A value of the request a backend refused past the edge's checks: still the caller's, by name.
             return ApiError(400, str(exc), param=exc.field, code="invalid_value").response()
         finally:
             if not streaming:
                 self.in_flight -= 1
+
+    def _public(self, error: ApiError) -> ApiError:
+        """``error`` naming the model as clients know it, not by the upstream's own name (a path)."""
+        if isinstance(self.upstream, HttpUpstream):
+            return public_error(error, internal=self.upstream.model, public=self.upstream.name)
+        return error
 
     def _release(self) -> None:
         self.in_flight -= 1
