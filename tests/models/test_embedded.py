@@ -134,6 +134,17 @@ class TestEmbeddedBackend:
         assert "cut at max_tokens; not decoded again" in cand.notes
         assert cand.usage.output_tokens == 4  # one decode
 
+    def test_output_cut_by_the_cut_bound_is_not_decoded_again(self, embedded):
+        # The stopping rule asked for this sample to end once its tokens grow unlikely: another decode
+        # under a looser grammar would spend what the cut saved.
+        q = [{"role": "user", "content": "What is 17*23?"}]
+        params = SamplingParams(temperature=0.5, seed=2, max_tokens=40, tools=(CALC,), cut_below=0.999)
+        [cand] = embedded.sample_sync(q, params)
+        assert cand.finish_reason == "cut" and cand.constraint == "strict"
+        assert "cut at the cut bound; not decoded again" in cand.notes
+        assert not any("relaxed" in n for n in cand.notes)
+        assert cand.usage.output_tokens < 40
+
     def test_without_relaxing_only_strict_is_tried(self, gguf_path, embedded):
         backend = EmbeddedBackend(
             llama=embedded.llama, constraint=ConstraintPolicy(strict_attempts=1, relax=False)
