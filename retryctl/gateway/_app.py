@@ -161,12 +161,15 @@ class Gateway:
         run_id = new_run_id()
         knobs = output_knobs(chat)
         params = knobs.apply(chat.sampling_params(default_max_tokens=512))
+        options = chat.options
+        if params.wants_json and options.answer == "auto":
+            options = options.model_copy(update={"answer": "json"})  # votes on the JSON value
         decided = await decide_request(
             # Every sample under the request's response_format and stop, not only the schedule's knobs.
             backend=Knobbed(self.upstream.backend, params),
             messages=normalise_messages(chat.messages),
             params=params,
-            options=chat.options,
+            options=options,
             run_id=run_id,
             retry=self.retry,
             clock=time.monotonic,
@@ -200,8 +203,8 @@ class Gateway:
             "x-retryctl-calibration": decided.calibration or "",
         }
         if chat.stream:
-            options = chat.stream_options  # a declared field: never in model_extra
-            include_usage = options is not None and options.get("include_usage") is True
+            asked = chat.stream_options  # a declared field: never in model_extra
+            include_usage = asked is not None and asked.get("include_usage") is True
             events = sse_chunks(done, include_usage=include_usage, extra={"retryctl": block})
             return StreamingResponse(iter(events), media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(done), media_type=_JSON, headers=headers)

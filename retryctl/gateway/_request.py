@@ -48,7 +48,17 @@ from retryctl.models import SamplingParams
 
 __all__ = ["AdaptiveOptions", "ChatRequest", "parse_body"]
 
-Answer = Literal["auto", "number", "last_line", "text"]
+Answer = Literal["auto", "number", "last_line", "text", "json"]
+
+
+def _json_value(text: str) -> str | None:
+    """A JSON answer's vote: its value, keys sorted and spacing dropped (two spellings of one object
+    agree); text that is not JSON is read as ``text`` reads it."""
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+    except (orjson.JSONDecodeError, TypeError):
+        return normalise_text(text)
+
 
 # How each ``answer`` setting reads a candidate's answer (its vote). ``auto`` is the controller's default:
 # a \boxed{}, an "answer is", else the last line, compared as a number when it is one.
@@ -59,6 +69,9 @@ _EQUIVALENCES: dict[str, EquivalenceLike] = {
     ),
     "last_line": AnswerEquivalence(extractors=(extract_last_line,), normalisers=(normalise_text,)),
     "text": normalise_text,
+    # The default under a JSON response_format: "auto" would read the last line of a spread-out object,
+    # a lone "}" on which every sample agrees.
+    "json": _json_value,
 }
 
 
@@ -81,7 +94,8 @@ class AdaptiveOptions(BaseModel):
     """Confidence at or above which the leading answer is accepted: the calibrated one where the
     gateway applies a calibration (``retryctl serve --calibration``), the raw fused one otherwise."""
     answer: Answer = "auto"
-    """How a candidate's answer (its vote) is read from its text."""
+    """How a candidate's answer (its vote) is read from its text (``auto`` is ``json`` under a JSON
+    ``response_format``)."""
     budget: Budget = Field(default_factory=Budget)
     """Limits on the whole request: ``samples``, ``input_tokens``, ``output_tokens``, ``wall_s``..."""
 

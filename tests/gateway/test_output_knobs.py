@@ -116,3 +116,31 @@ class TestUpstreamAdaptive:
         for sent in fault_server.requests:
             assert sent["response_format"] == {"type": "json_object"}
             assert sent["stop"] == ["END"]
+
+
+class TestJsonVotes:
+    def _decided(self, texts: list[str], **extra: Any) -> dict[str, Any]:
+        backend = ScriptedBackend(texts, confidence=0.95)
+        gateway = Gateway(config(), upstream=EmbeddedUpstream(backend, name="scripted"))
+        body = {**adaptive(min_samples=3, max_samples=3), "response_format": {"type": "json_object"}, **extra}
+        response = call(gateway, "POST", "/v1/chat/completions", body)
+        assert response.status_code == 200, response.text
+        block: dict[str, Any] = response.json()["retryctl"]
+        return block
+
+    def test_spread_out_objects_vote_on_their_value_not_their_last_line(self) -> None:
+        texts = ['{\n  "sum": 5\n}', '{\n  "sum": 6\n}', '{\n  "sum": 7\n}']
+        block = self._decided(texts)
+        assert len(block["candidates"]) == 3  # under "auto" all three would be "}"
+        assert block["verdict"] == "stop"
+
+    def test_two_spellings_of_one_object_agree(self) -> None:
+        block = self._decided(['{"a": 1, "b": 2}', '{\n "b": 2,\n "a": 1\n}', '{"b":2,"a":1}'])
+        assert block["candidates"] == [{"answer": '{"a":1,"b":2}', "count": 3, "confidence": 1.0}]
+
+    def test_an_explicit_answer_setting_is_kept(self) -> None:
+        block = self._decided(
+            ['{\n  "sum": 5\n}', '{\n  "sum": 6\n}', '{\n  "sum": 7\n}'],
+            retryctl={"min_samples": 3, "max_samples": 3, "answer": "last_line"},
+        )
+        assert [c["answer"] for c in block["candidates"]] == ["}"]
