@@ -33,8 +33,9 @@ from retryctl.gateway._completion import candidate_choice, completion, sse_chunk
 from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
 from retryctl.gateway._faults import own_500, refused_request
-from retryctl.gateway._knobs import output_knobs
+from retryctl.gateway._knobs import Knobbed, output_knobs
 from retryctl.gateway._request import ChatRequest, parse_body
+from retryctl.gateway._rewrite import public_error
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
 from retryctl.models import Candidate, RepeatedFault, normalise_messages
 from retryctl.nodes._events import new_run_id
@@ -138,13 +139,19 @@ class Gateway:
             streaming = True  # the request is in progress until its last chunk is sent
             return _Passed(forwarded, self._release)
         except ApiError as exc:
-            return exc.response()
+            return self._public(exc).response()
         except ConfigError as exc:
             # A value of the request a backend refused past the edge's checks: still the caller's, by name.
             return ApiError(400, str(exc), param=exc.field, code="invalid_value").response()
         finally:
             if not streaming:
                 self.in_flight -= 1
+
+    def _public(self, error: ApiError) -> ApiError:
+        """``error`` naming the model as clients know it, not by the upstream's own name (a path)."""
+        if isinstance(self.upstream, HttpUpstream):
+            return public_error(error, internal=self.upstream.model, public=self.upstream.name)
+        return error
 
     def _release(self) -> None:
         self.in_flight -= 1
@@ -156,11 +163,16 @@ class Gateway:
         knobs = output_knobs(chat)
         # A 500 the upstream repeats word for word is judged with the proxied requests' (._faults).
         faults = self.upstream if isinstance(self.upstream, HttpUpstream) else None
+        params = knobs.apply(chat.sampling_params(default_max_tokens=512))
+        options = chat.options
+        if params.wants_json and options.answer == "auto":
+            options = options.model_copy(update={"answer": "json"})  # votes on the JSON value
         decided = await decide_request(
-            backend=self.upstream.backend,
+            # Every sample under the request's response_format and stop, not only the schedule's knobs.
+            backend=Knobbed(self.upstream.backend, params),
             messages=normalise_messages(chat.messages),
-            params=knobs.apply(chat.sampling_params(default_max_tokens=512)),
-            options=chat.options,
+            params=params,
+            options=options,
             run_id=run_id,
             retry=self.retry,
             clock=time.monotonic,
@@ -195,8 +207,8 @@ class Gateway:
             "x-retryctl-calibration": decided.calibration or "",
         }
         if chat.stream:
-            options = (chat.model_extra or {}).get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            asked = chat.stream_options  # a declared field: never in model_extra
+            include_usage = asked is not None and asked.get("include_usage") is True
             events = sse_chunks(done, include_usage=include_usage, extra={"retryctl": block})
             return StreamingResponse(iter(events), media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(done), media_type=_JSON, headers=headers)

@@ -1,9 +1,10 @@
 """The output knobs the gateway honours when it samples itself (the embedded model, adaptive requests):
-``logprobs``, ``top_logprobs`` and ``response_format``.
+``logprobs``, ``top_logprobs``, ``response_format`` (and ``stop`` on every adaptive sample).
 
-A proxied request keeps them as sent, for the upstream to judge. Where the gateway samples, each is
-either done (the embedded model decodes a JSON answer under a grammar and reads every token's logprob)
-or refused with a 400 naming the field: never dropped in silence.
+Their shape is checked at the edge for every mode (:mod:`._fields`); a proxied request keeps them as
+sent. Where the gateway samples, each is either done (the embedded model decodes a JSON answer under a
+grammar and reads every token's logprob) or refused with a 400 naming the field: never dropped in
+silence.
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ from typing import Any
 from retryctl.exceptions import ConfigError
 from retryctl.gateway._errors import ApiError
 from retryctl.gateway._request import ChatRequest
-from retryctl.models import SamplingParams
+from retryctl.models import Candidate, ModelBackend, SamplingParams
 
-__all__ = ["OutputKnobs", "output_knobs"]
-
-_MAX_TOP_LOGPROBS = 20
-"""OpenAI's own bound on ``top_logprobs``."""
+__all__ = ["Knobbed", "OutputKnobs", "output_knobs"]
 
 
 @dataclass(frozen=True)
@@ -47,25 +45,39 @@ class OutputKnobs:
             ) from None
 
 
+class Knobbed:
+    """``backend`` drawing every sample of an adaptive request under the request's own ``response_format``
+    and ``stop`` (and its logprobs): the sampling loop builds each draw's parameters from its schedule,
+    which knows only the temperature, ``top_p``, the seed, ``max_tokens`` and the cut bound."""
+
+    def __init__(self, backend: ModelBackend, asked: SamplingParams) -> None:
+        self._backend = backend
+        self._asked = asked
+
+    @property
+    def name(self) -> str:
+        """The backend's name (the decision log's ``target``)."""
+        return self._backend.name
+
+    async def sample(
+        self, messages: Any, params: SamplingParams | None = None, *, k: int = 1
+    ) -> list[Candidate]:
+        """The backend's ``k`` candidates under ``params`` with the request's output knobs."""
+        asked = self._asked
+        drawn = dataclasses.replace(
+            params or asked,
+            response_format=asked.response_format,
+            stop=asked.stop,
+            logprobs=(params or asked).logprobs or asked.logprobs,
+            top_logprobs=max((params or asked).top_logprobs, asked.top_logprobs),
+        )
+        return await self._backend.sample(messages, drawn, k=k)
+
+
 def output_knobs(request: ChatRequest) -> OutputKnobs:
-    """The output knobs of ``request``, each checked as the OpenAI API checks it."""
-    # Declared on ChatRequest with strict types; read as Any so the checks below stay whole on their own.
-    logprobs: Any = request.logprobs
-    top: Any = request.top_logprobs
-    if logprobs is not None and not isinstance(logprobs, bool):
-        raise _bad("logprobs", f"must be a boolean (got {logprobs!r})")
-    if top is not None:
-        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= _MAX_TOP_LOGPROBS:
-            raise _bad("top_logprobs", f"must be an integer from 0 to {_MAX_TOP_LOGPROBS} (got {top!r})")
-        if logprobs is not True:
-            raise _bad("top_logprobs", '"logprobs" must be true when "top_logprobs" is set')
-    fmt: Any = request.response_format
-    if fmt is not None and not isinstance(fmt, dict):
-        raise _bad("response_format", f"must be an object with a 'type' (got {fmt!r})")
+    """The output knobs of ``request``, whose shape the edge has checked (:mod:`._fields`)."""
+    fmt = request.response_format
     if fmt is not None and fmt.get("type") == "text":
         fmt = None  # the default: nothing to constrain
-    return OutputKnobs(top_logprobs=(top or 0) if logprobs else None, response_format=fmt)
-
-
-def _bad(param: str, problem: str) -> ApiError:
-    return ApiError(400, f"invalid '{param}': {problem}", param=param, code="invalid_value")
+    top = request.top_logprobs
+    return OutputKnobs(top_logprobs=(top or 0) if request.logprobs else None, response_format=fmt)

@@ -3,7 +3,9 @@
 Checked for every request, in every mode, as the OpenAI API checks them: ``model``, ``stream``, the
 sampling knobs (``temperature``, ``top_p``, ``n``, ``max_tokens``, ``seed``, ``stop``) and OpenAI's other
 fields by their type (no coercion: ``"0.5"`` is not a number), every message by the rules of its role
-(:mod:`._messages`), and the gateway's own ``adaptive`` and ``retryctl``. A proxied request keeps its body
+(:mod:`._messages`), the output fields by OpenAI's rules (:mod:`._fields`: ``top_logprobs`` needs
+``logprobs``, ``response_format``'s type and ``json_schema``, ``tool_choice`` only with ``tools``), and
+the gateway's own ``adaptive`` and ``retryctl``. A proxied request keeps its body
 as the caller sent it and the upstream judges the values of the fields the gateway does not act on, so an
 upstream's own extensions (llama.cpp's ``top_k``) are never refused here. Each refusal is a 400 whose
 ``param`` names the field (``messages[1].role``, ``retryctl.budget.samples``).
@@ -40,12 +42,23 @@ from retryctl.controller import (
     normalise_text,
 )
 from retryctl.gateway._errors import ApiError, from_validation
+from retryctl.gateway._fields import check_output_fields
 from retryctl.gateway._messages import check_messages
 from retryctl.models import SamplingParams
 
 __all__ = ["AdaptiveOptions", "ChatRequest", "parse_body"]
 
-Answer = Literal["auto", "number", "last_line", "text"]
+Answer = Literal["auto", "number", "last_line", "text", "json"]
+
+
+def _json_value(text: str) -> str | None:
+    """A JSON answer's vote: its value, keys sorted and spacing dropped (two spellings of one object
+    agree); text that is not JSON is read as ``text`` reads it."""
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+    except (orjson.JSONDecodeError, TypeError):
+        return normalise_text(text)
+
 
 # How each ``answer`` setting reads a candidate's answer (its vote). ``auto`` is the controller's default:
 # a \boxed{}, an "answer is", else the last line, compared as a number when it is one.
@@ -56,6 +69,9 @@ _EQUIVALENCES: dict[str, EquivalenceLike] = {
     ),
     "last_line": AnswerEquivalence(extractors=(extract_last_line,), normalisers=(normalise_text,)),
     "text": normalise_text,
+    # The default under a JSON response_format: "auto" would read the last line of a spread-out object,
+    # a lone "}" on which every sample agrees.
+    "json": _json_value,
 }
 
 
@@ -78,7 +94,8 @@ class AdaptiveOptions(BaseModel):
     """Confidence at or above which the leading answer is accepted: the calibrated one where the
     gateway applies a calibration (``retryctl serve --calibration``), the raw fused one otherwise."""
     answer: Answer = "auto"
-    """How a candidate's answer (its vote) is read from its text."""
+    """How a candidate's answer (its vote) is read from its text (``auto`` is ``json`` under a JSON
+    ``response_format``)."""
     budget: Budget = Field(default_factory=Budget)
     """Limits on the whole request: ``samples``, ``input_tokens``, ``output_tokens``, ``wall_s``..."""
 
@@ -208,5 +225,6 @@ def parse_body(raw: bytes, *, text_model: bool = False) -> tuple[dict[str, Any],
     except ValidationError as exc:
         raise from_validation(exc) from None
     check_messages(request.messages, text_only=text_model or request.adaptive)
+    check_output_fields(body)  # OpenAI's rules, in every mode: a proxied body meets them too
     request.check_adaptive()
     return body, request

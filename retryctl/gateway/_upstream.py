@@ -1,12 +1,13 @@
 """Where a request that is not adaptive goes: an OpenAI-compatible server (proxied) or the embedded model.
 
 :class:`HttpUpstream` forwards the caller's body as sent (``model`` set to the upstream's name, the
-gateway's own ``adaptive`` and ``retryctl`` fields taken out) with aiohttp, under the controller's rules:
-the upstream's breaker admits the request (while its half-open probe is in flight, after waiting for
-the probe's outcome: :mod:`._probe`); a transient fault (a dropped connection, 408/409/425/429, a 5xx)
-is tried again with tenacity's backoff as the backends do (:func:`~retryctl.models._retry.
-call_with_retries`, ``Retry-After`` honoured), and is counted against the breaker when the retries do
-not get past it. A failure that is the request's own (:mod:`._faults`) is neither retried nor counted: a
+gateway's own ``adaptive`` and ``retryctl`` fields taken out, all-text content parts joined:
+:mod:`._rewrite`; the answer's ``model`` is the client's name again) with aiohttp, under the controller's
+rules: the upstream's breaker admits the request (while its half-open probe is in flight, after waiting
+for the probe's outcome: :mod:`._probe`); a transient fault (a dropped connection, 408/409/425/429, a
+5xx) is tried again with tenacity's backoff as the backends do (:func:`~retryctl.models._retry.
+call_with_retries`, ``Retry-After`` honoured), and is counted against the breaker when the retries do not
+get past it. A failure that is the request's own (:mod:`._faults`) is neither retried nor counted: a
 refusal (another 4xx), passed back as the upstream wrote it (in OpenAI's shape when it was not); a 500
 that the same body meets again word for word, answered 502 ``upstream_refused_request``. A streamed
 answer is passed through chunk by chunk once the upstream has answered 200: a fault before that is
@@ -48,6 +49,7 @@ from retryctl.gateway._faults import (
 from retryctl.gateway._knobs import output_knobs
 from retryctl.gateway._probe import ProbeWait
 from retryctl.gateway._request import ChatRequest
+from retryctl.gateway._rewrite import joined_text_parts, renamed_body, renamed_events
 from retryctl.gateway._stream import TokenStream, streams_text
 from retryctl.models import (
     BackendError,
@@ -153,6 +155,9 @@ class HttpUpstream:
     async def forward(self, body: dict[str, Any], request: ChatRequest) -> Forwarded:
         payload = {k: v for k, v in body.items() if k not in _GATEWAY_FIELDS}
         payload["model"] = self.model
+        joined = joined_text_parts(payload.get("messages"))
+        if joined is not None:  # all-text parts as one string: the same meaning, read by more servers
+            payload["messages"] = joined
         content = orjson.dumps(payload)
         admission = _FREE if self._probes is None else await self._probes.admit()
         if admission.refused is not None:
@@ -178,9 +183,19 @@ class HttpUpstream:
             if forwarded.status < 400:
                 failed = False
                 self._faults.succeeded()
-            return forwarded  # a refusal (4xx) is the request's own: neither outcome
+            return self._renamed(forwarded)  # a refusal (4xx) is the request's own: neither outcome
         finally:
             self._settle(admission, failed)
+
+    def _renamed(self, forwarded: Forwarded) -> Forwarded:
+        """``forwarded`` saying the name the client used where the upstream said its own."""
+        if forwarded.chunks is not None:
+            forwarded.chunks = renamed_events(forwarded.chunks, self._name)
+        elif forwarded.status < 400:
+            forwarded.content = renamed_body(forwarded.content, self._name)
+        elif self.model != self._name:
+            forwarded.content = forwarded.content.replace(self.model.encode(), self._name.encode())
+        return forwarded
 
     async def while_probing(self) -> None:
         """Wait (bounded) while the breaker's half-open probe is in flight (:mod:`._probe`)."""
@@ -301,7 +316,7 @@ class HttpUpstream:
                 error = status_error(response.status, message, backend=self.model, retry_after_s=wait)
                 if error.retryable:
                     raise error
-                refused = refusal(response.status, raw, upstream=self.model)  # the caller's to fix
+                refused = refusal(response.status, raw, upstream=self._name)  # the caller's to fix
                 return Forwarded(response.status, _JSON, content=refused)
             if not stream:
                 return Forwarded(response.status, media_type, content=raw)

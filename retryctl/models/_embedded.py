@@ -395,6 +395,13 @@ class EmbeddedBackend(BackendBase):
             if checked.problem is None:
                 return self._structured_candidate(run, mode, seeds[attempt], spent, checked.tool_calls)
             spent.notes.append(f"{mode} try {attempt + 1} failed: {checked.problem}")
+            if run.finish_reason in ("length", "cut"):
+                # Cut at max_tokens (or by the stopping rule's bound): a looser constraint cannot make
+                # it fit, and another decode would spend past the limit the caller set. Returned as it
+                # is, its finish reason saying so.
+                why = "max_tokens" if run.finish_reason == "length" else "the cut bound"
+                spent.notes.append(f"cut at {why}; not decoded again")
+                return self._structured_candidate(run, mode, seeds[attempt], spent, ())
             failed_strict += mode == "strict"
         if last is None:
             raise TerminalBackendError(

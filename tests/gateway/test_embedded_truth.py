@@ -179,8 +179,13 @@ class TestLogprobsAndFormat:
             ({"logprobs": "yes"}, "logprobs"),
             ({"top_logprobs": 3}, "top_logprobs"),  # without logprobs: true
             ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
-            ({"response_format": {"type": "yaml"}}, "response_format"),
+            ({"response_format": {"type": "yaml"}}, "response_format.type"),
             ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+            # Valid for OpenAI, but the embedded model needs a schema to decode under.
+            (
+                {"response_format": {"type": "json_schema", "json_schema": {"name": "a"}}},
+                "response_format.json_schema",
+            ),
             ({"response_format": "json"}, "response_format"),
         ],
     )

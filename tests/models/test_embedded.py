@@ -122,15 +122,28 @@ class TestEmbeddedBackend:
         [call] = cand.tool_calls
         assert call.name == "calculator" and isinstance(call.arguments()["expression"], str)
 
-    def test_failing_strict_output_relaxes_to_lenient_and_says_so(self, embedded):
-        # Four tokens cannot hold a complete tool call: every try fails by truncation.
+    def test_output_cut_by_max_tokens_is_returned_as_it_is_not_relaxed(self, embedded):
+        # Four tokens cannot hold a complete tool call: a looser grammar cannot make it fit, and another
+        # decode would spend past the caller's limit.
         q = [{"role": "user", "content": "What is 17*23?"}]
         params = SamplingParams(temperature=0.5, seed=2, max_tokens=4, tools=(CALC,))
         [cand] = embedded.sample_sync(q, params)
-        assert cand.constraint == "lenient" and cand.tool_calls == ()
-        assert any("relaxed strict -> lenient after 2 failed strict tries" in n for n in cand.notes)
-        assert sum("failed: not valid JSON" in n for n in cand.notes) == 3
-        assert cand.usage.output_tokens == 12  # three tries of four tokens, all billed
+        assert cand.constraint == "strict" and cand.tool_calls == ()
+        assert cand.finish_reason == "length"
+        assert not any("relaxed" in n for n in cand.notes)
+        assert "cut at max_tokens; not decoded again" in cand.notes
+        assert cand.usage.output_tokens == 4  # one decode
+
+    def test_output_cut_by_the_cut_bound_is_not_decoded_again(self, embedded):
+        # The stopping rule asked for this sample to end once its tokens grow unlikely: another decode
+        # under a looser grammar would spend what the cut saved.
+        q = [{"role": "user", "content": "What is 17*23?"}]
+        params = SamplingParams(temperature=0.5, seed=2, max_tokens=40, tools=(CALC,), cut_below=0.999)
+        [cand] = embedded.sample_sync(q, params)
+        assert cand.finish_reason == "cut" and cand.constraint == "strict"
+        assert "cut at the cut bound; not decoded again" in cand.notes
+        assert not any("relaxed" in n for n in cand.notes)
+        assert cand.usage.output_tokens < 40
 
     def test_without_relaxing_only_strict_is_tried(self, gguf_path, embedded):
         backend = EmbeddedBackend(
