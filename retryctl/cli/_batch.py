@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl._scores import cell, figure_rows
 from retryctl.audit import DecisionLog
 from retryctl.batch import (
     DEFAULT_GRAPH,
@@ -76,26 +77,15 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
     table.add_column("value", justify="right")
     acc = summary["accuracy"]
     avg = summary["avg_samples"]
-    # The names and definitions of retryctl._scores.FIGURES, fractions with three decimals as in
-    # `eval` and `audit`: the same run's figures read the same in all three.
+    # The labels and cells of retryctl._scores (LABELS, MISSING): the same run's figures read the same,
+    # by the same labels, in `batch`, `eval` and `audit`.
     rows = [
         ("tasks in results", str(summary["tasks"])),
         ("finished", str(summary["finished"])),
         ("infrastructure errors", str(summary["errors"])),
         ("tasks with gold", str(summary["graded"])),
-        *(
-            (label, "—" if summary[key] is None else f"{summary[key]:.3f}")
-            for label, key in (
-                ("accuracy (accepted and right / with gold)", "accuracy"),
-                ("coverage (accepted / with gold)", "coverage"),
-                ("accepted precision (right / accepted)", "accepted_precision"),
-                ("ungated accuracy (right / with gold)", "ungated_accuracy"),
-                ("ECE of accepted", "ece"),
-                ("AUROC", "auroc"),
-            )
-            if acc is not None
-        ),
-        ("average samples", "—" if avg is None else f"{avg:.2f}"),
+        *(figure_rows(summary) if acc is not None else []),
+        ("average samples", cell(avg) if avg is None else f"{avg:.2f}"),
         ("cost (usd)", f"{summary['usd']:.4f}"),
         ("ended at max budget", str(summary["at_max_budget"])),
     ]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from retryctl._scores import FIGURES, Graded, scores, shares
+from retryctl._scores import FIGURES, LABELS, Graded, figure_rows, scores, shares
 from retryctl.cli import app
 from retryctl.evals._fit import MIN_FIT_POINTS, split_of
 from retryctl.models import Message, SamplingParams
@@ -84,6 +84,7 @@ class TestOneRunThreeCommands:
         audit = runner.invoke(app, ["audit", str(log), "--json"])
         assert audit.exit_code == 0, audit.output
         from_audit = json.loads(audit.stdout)["summary"]["accuracy"]
+        assert from_batch["brier"] is not None and from_batch["auroc"] is not None
         run = tmp_path / "run"
         evaluated = runner.invoke(
             app, ["eval", str(tasks), "--out", str(run), "--no-baselines", "--json", *SERVER]
@@ -94,19 +95,39 @@ class TestOneRunThreeCommands:
         assert from_batch["graded"] == from_audit["graded"] == from_eval["n"] == 3
         for key in KEYS:
             assert from_batch[key] == pytest.approx(from_audit[key]) == pytest.approx(from_eval[key]), key
-        assert from_batch["ece"] == pytest.approx(from_audit["ece"]) == pytest.approx(from_eval["ece"])
+        for key in ("ece", "brier", "auroc"):
+            assert from_batch[key] == pytest.approx(from_audit[key]) == pytest.approx(from_eval[key]), key
         assert from_batch["accuracy"] == pytest.approx(2 / 3)  # c's gold is wrong on purpose
 
-        # The tables say the same, by the same names, as fractions with three decimals.
+        # The tables say the same, by the same labels (retryctl._scores.LABELS) and the same cells.
+        want = dict(figure_rows(from_batch))
+        assert want == dict(figure_rows(from_audit)) == dict(figure_rows(from_eval))
+        assert set(want) == set(LABELS.values())
+        assert all(set(FIGURES) <= set(figures) for figures in (from_batch, from_audit, from_eval))
         table = runner.invoke(app, ["audit", str(log)]).stdout
-        assert f"accuracy {from_audit['accuracy']:.3f} (accepted and right: " in table
-        assert f"ungated accuracy {from_audit['ungated_accuracy']:.3f}" in table
-        tables = runner.invoke(app, ["eval", str(tasks), "--out", str(run), "--no-baselines", *SERVER]).stdout
-        for header in ("accuracy", "coverage", "accepted precision", "ungated accuracy", "ece", "auroc"):
-            assert header in tables  # every figure of --json has its column
         summary = runner.invoke(app, ["batch", str(tasks), "--out", str(out), "--resume", *SERVER]).stdout
-        assert "accuracy (accepted and right / with gold)" in summary
-        assert f"{from_batch['accuracy']:.3f}" in summary and "%" not in summary
+        for shown in (_rows(table), _rows(summary)):
+            assert {label: shown[label] for label in want} == want
+        tables = runner.invoke(app, ["eval", str(tasks), "--out", str(run), "--no-baselines", *SERVER]).stdout
+        header, agent = _columns(tables, "agent")
+        assert {label: agent[header.index(label)] for label in want} == want
+        assert "%" not in summary + table and "—" not in summary + table + tables
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.replace("┃", "│").split("│")[1:-1]]
+
+
+def _rows(text: str) -> dict[str, str]:
+    """A figure/value table's rows, label to cell."""
+    return {cells[0]: cells[1] for cells in map(_cells, text.splitlines()) if len(cells) == 2}
+
+
+def _columns(text: str, system: str) -> tuple[list[str], list[str]]:
+    """A table's header cells and the cells of ``system``'s row."""
+    lines = [_cells(line) for line in text.splitlines()]
+    header = next(c for c in lines if c[:1] == ["system"])
+    return header, next(c for c in lines if c[:1] == [system])
 
 
 class TestSweepFigures:
