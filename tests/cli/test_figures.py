@@ -169,7 +169,7 @@ class TestCalibrate:
         assert done.exit_code == 0 and "warning" not in done.stderr
         assert json.loads(done.stdout)["warnings"] == []
 
-    def test_a_task_in_two_files_is_on_one_side_of_the_split(self, tmp_path: Path) -> None:
+    def test_a_task_in_two_files_counts_once_by_the_last_file(self, tmp_path: Path) -> None:
         ids = [f"t{i}" for i in range(40)]
         first = _points(tmp_path / "first.jsonl", ids, right=True)
         second = _points(tmp_path / "second.jsonl", ids, right=False)
@@ -180,5 +180,33 @@ class TestCalibrate:
         report = json.loads(done.stdout)
         held = sum(split_of(i, 0.3) for i in ids)
         assert 0 < held < len(ids)
-        # Each task's two points (one per file) fall together: twice the tasks on each side.
-        assert report["held_out"] == 2 * held and report["fitted_on"] == 2 * (len(ids) - held)
+        # One point per task (the second file's line), each task on one side of the split.
+        assert report["held_out"] == held and report["fitted_on"] == len(ids) - held
+        assert "note: 40 task ids are in more than one file" in done.stderr
+        saved = json.loads((tmp_path / "c.json").read_text())
+        assert saved["curves"]["*"]["n"] == len(ids) - held and saved["curves"]["*"]["calibrated"][0] < 0.5
+
+    def test_the_same_file_twice_fits_what_it_fits_once(self, tmp_path: Path) -> None:
+        results = _points(tmp_path / "r.jsonl", [f"t{i}" for i in range(30)], right=True)
+        once = runner.invoke(app, ["calibrate", str(results), "--out", str(tmp_path / "a.json"), "--json"])
+        twice = runner.invoke(
+            app, ["calibrate", str(results), str(results), "--out", str(tmp_path / "b.json"), "--json"]
+        )
+        assert once.exit_code == twice.exit_code == 0, twice.output
+        keys = ("fitted_on", "held_out", "curves")
+        assert {k: json.loads(once.stdout)[k] for k in keys} == {k: json.loads(twice.stdout)[k] for k in keys}
+
+    def test_too_few_tasks_to_hold_any_out_is_said(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        ids = [i for i in (f"t{n}" for n in range(100)) if not split_of(i, 0.3)][:3]
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        one = _points(tmp_path / "a" / "agent.jsonl", ids[:2], right=True)
+        two = _points(tmp_path / "b" / "agent.jsonl", ids[2:], right=False)
+        monkeypatch.chdir(tmp_path)
+        done = runner.invoke(app, ["calibrate", str(one), str(two), "--out", "c.json"])
+        assert done.exit_code == 0, done.output
+        assert "warning: too few tasks to hold any out: 3 tasks, holdout 0.3" in done.stderr
+        source = json.loads((tmp_path / "c.json").read_text())["source"]
+        assert source.endswith("(a/agent.jsonl, b/agent.jsonl)"), source
