@@ -4,7 +4,8 @@ tested on the others (docs/evals.md). The figures are :mod:`retryctl.evals._tran
 
 A task id is one task across every file given: in two files (the same results given twice, or a run and
 its copy) it counts once, by the line of the last file that has it, as a resumed result file's last line
-for a task wins; a ``note:`` line says how many ids repeated. The split is by task id. A fit on fewer than :data:`retryctl.evals._fit.MIN_FIT_POINTS` decision points is written with a
+for a task wins; a ``note:`` line says how many ids repeated. The split is by task id. A fit on fewer
+than :data:`retryctl.evals._fit.MIN_FIT_POINTS` decision points is written with a
 ``warning:`` line on stderr (and in ``warnings`` of ``--json``) saying why it is not to be trusted."""
 
 from __future__ import annotations
