@@ -110,6 +110,15 @@ def serve(
     from retryctl.gateway import GatewayConfig
     from retryctl.gateway._app import CONFIG_ENV
 
+    if calibration is not None:
+        from retryctl.evals._choice import choose_calibration
+        from retryctl.exceptions import ConfigError
+
+        try:  # first, so that a bad value reads as it does in `batch` and `eval`
+            choose_calibration(calibration, embedded=embedded)
+        except ConfigError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(_USAGE_EXIT) from None
     try:
         config = GatewayConfig(
             embedded=embedded,
