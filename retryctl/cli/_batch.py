@@ -236,7 +236,14 @@ def batch(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks running at once.")] = 4,
     resume: Annotated[bool, typer.Option("--resume", help="Skip tasks already finished in --out.")] = False,
     graph_spec: Annotated[
-        str, typer.Option("--graph", help="module:attr of a compiled graph or a factory returning one.")
+        str,
+        typer.Option(
+            "--graph",
+            # The default said in words: as one [default: ...] word it is cut at 80 columns.
+            help="module:attr of a compiled graph or a factory returning one. Default: the demo agent "
+            "(module retryctl.agent, attr build_demo_graph).",
+            show_default=False,
+        ),
     ] = DEFAULT_GRAPH,
     retries: Annotated[
         int, typer.Option("--retries", min=1, help="Tries per task on infrastructure failure.")

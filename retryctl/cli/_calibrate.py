@@ -37,7 +37,7 @@ def calibrate(
     results: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RESULTS.jsonl...", help="Graded result files (retryctl batch or eval, with gold)."
+            metavar="RESULTS.jsonl", help="Graded result files (retryctl batch or eval, with gold)."
         ),
     ],
     *,
