@@ -85,7 +85,9 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
         ("infrastructure errors", str(summary["errors"])),
         ("tasks with gold", str(summary["graded"])),
         *(figure_rows(summary) if acc is not None else []),
-        ("average samples", cell(avg) if avg is None else f"{avg:.2f}"),
+        # Of the try that gave each result: `audit`'s "average samples (all tries)" also counts what an
+        # interrupted try drew before a --resume ran the task again (docs/batch.md).
+        ("average samples (finishing try)", cell(avg) if avg is None else f"{avg:.2f}"),
         ("cost (usd)", f"{summary['usd']:.4f}"),
         ("ended at max budget", str(summary["at_max_budget"])),
     ]

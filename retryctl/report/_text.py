@@ -134,7 +134,8 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         figures = _kv_table("Figures", [("steps with gold", acc["graded"])], ("figure", "value"))
         for label, value in figure_rows(acc):
             figures.add_row(label, value)
-        figures.add_row("average samples", f"{acc['avg_samples']:.2f}")
+        # Every try's samples (an interrupted one's too): `batch`'s figure counts the finishing try only.
+        figures.add_row("average samples (all tries)", f"{acc['avg_samples']:.2f}")
         console.print(figures)
 
 

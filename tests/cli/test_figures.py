@@ -112,6 +112,10 @@ class TestOneRunThreeCommands:
         header, agent = _columns(tables, "agent")
         assert {label: agent[header.index(label)] for label in want} == want
         assert "%" not in summary + table and "—" not in summary + table + tables
+        # Samples: the audit's count every try, the batch's the finishing one (test_resumed_figures.py);
+        # on a run never interrupted they are one number.
+        every, finishing = _rows(table), _rows(summary)
+        assert every["average samples (all tries)"] == finishing["average samples (finishing try)"]
 
 
 def _cells(line: str) -> list[str]:
