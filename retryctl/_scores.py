@@ -28,17 +28,21 @@ Shared by the batch, the audit, the replay and the evaluation: public through :m
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "FIGURES",
+    "LABELS",
     "MIN_PER_BIN",
+    "MISSING",
     "Graded",
     "Scores",
     "auroc",
     "brier",
+    "cell",
     "ece",
+    "figure_rows",
     "reliability",
     "risk_coverage",
     "scores",
@@ -55,6 +59,32 @@ FIGURES = {
     "auroc": "P(a right answer's confidence > a wrong one's) over every task",
 }
 """Each figure's name and its one definition, as the commands' tables and ``--json`` use them."""
+
+LABELS = {
+    "accuracy": "accuracy",
+    "coverage": "coverage",
+    "accepted_precision": "accepted precision",
+    "ungated_accuracy": "ungated accuracy",
+    "ece": "ECE",
+    "brier": "Brier",
+    "auroc": "AUROC",
+}
+"""Each figure's label in every table (``batch``, ``eval``, ``audit``, ``bench``): one label per
+``--json`` key of :data:`FIGURES`, so a column or row reads the same whichever command printed it."""
+
+MISSING = "-"
+"""What a table shows for an undefined figure (``null`` in ``--json``): no accepted answer for the
+accepted precision, no right-and-wrong pair for the AUROC, no points for the ECE."""
+
+
+def cell(value: float | None) -> str:
+    """A figure as every table prints it: a fraction with three decimals, :data:`MISSING` if undefined."""
+    return MISSING if value is None else f"{value:.3f}"
+
+
+def figure_rows(figures: Mapping[str, float | int | None]) -> list[tuple[str, str]]:
+    """``(label, cell)`` for each figure of :data:`FIGURES`, in its order: the rows of a figures table."""
+    return [(LABELS[key], cell(figures.get(key))) for key in FIGURES]
 
 
 def shares(*, n: int, accepted: int, accepted_right: int, right: int) -> dict[str, float | None]:

@@ -237,7 +237,7 @@ def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals over result lines: status mix, average samples, cost, and with gold how far ``accept``
     can be trusted, by the names of :data:`retryctl._scores.FIGURES` (``accuracy``: accepted and right
     over graded; ``coverage``; ``accepted_precision``; ``ungated_accuracy``: right over graded, accepted
-    or not; ``ece`` of the accepted confidences; ``auroc`` of confidence for correctness: see
+    or not; ``ece`` of the accepted confidences; ``brier`` and ``auroc`` of confidence for correctness: see
     :mod:`retryctl.evals`).
 
     A task with several lines (an ``error`` line, then the line of the resumed run that finished it)
@@ -261,6 +261,7 @@ def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "accepted_precision": figures.get("accepted_precision"),
         "ungated_accuracy": figures.get("ungated_accuracy"),
         "ece": figures.get("ece"),
+        "brier": figures.get("brier"),
         "auroc": figures.get("auroc"),
         "avg_samples": (sum(samples) / len(samples)) if samples else None,
         "usd": usd,

@@ -198,7 +198,9 @@ def audit(
     ] = None,
     diff: Annotated[
         tuple[str, str] | None,
-        typer.Option("--diff", help="Compare two logs (e.g. two policies) or two run ids of the LOGs."),
+        typer.Option(
+            "--diff", metavar="A B", help="Compare two logs (e.g. two policies) or two run ids of the LOGs."
+        ),
     ] = None,
 ) -> None:
     """Verify decision logs' hash chains and summarise what the controller decided, and why."""

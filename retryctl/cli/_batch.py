@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl._scores import cell, figure_rows
 from retryctl.audit import DecisionLog
 from retryctl.batch import (
     DEFAULT_GRAPH,
@@ -76,26 +77,17 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
     table.add_column("value", justify="right")
     acc = summary["accuracy"]
     avg = summary["avg_samples"]
-    # The names and definitions of retryctl._scores.FIGURES, fractions with three decimals as in
-    # `eval` and `audit`: the same run's figures read the same in all three.
+    # The labels and cells of retryctl._scores (LABELS, MISSING): the same run's figures read the same,
+    # by the same labels, in `batch`, `eval` and `audit`.
     rows = [
         ("tasks in results", str(summary["tasks"])),
         ("finished", str(summary["finished"])),
         ("infrastructure errors", str(summary["errors"])),
         ("tasks with gold", str(summary["graded"])),
-        *(
-            (label, "—" if summary[key] is None else f"{summary[key]:.3f}")
-            for label, key in (
-                ("accuracy (accepted and right / with gold)", "accuracy"),
-                ("coverage (accepted / with gold)", "coverage"),
-                ("accepted precision (right / accepted)", "accepted_precision"),
-                ("ungated accuracy (right / with gold)", "ungated_accuracy"),
-                ("ECE of accepted", "ece"),
-                ("AUROC", "auroc"),
-            )
-            if acc is not None
-        ),
-        ("average samples", "—" if avg is None else f"{avg:.2f}"),
+        *(figure_rows(summary) if acc is not None else []),
+        # Of the try that gave each result: `audit`'s "average samples (all tries)" also counts what an
+        # interrupted try drew before a --resume ran the task again (docs/batch.md).
+        ("average samples (finishing try)", cell(avg) if avg is None else f"{avg:.2f}"),
         ("cost (usd)", f"{summary['usd']:.4f}"),
         ("ended at max budget", str(summary["at_max_budget"])),
     ]
@@ -246,7 +238,14 @@ def batch(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks running at once.")] = 4,
     resume: Annotated[bool, typer.Option("--resume", help="Skip tasks already finished in --out.")] = False,
     graph_spec: Annotated[
-        str, typer.Option("--graph", help="module:attr of a compiled graph or a factory returning one.")
+        str,
+        typer.Option(
+            "--graph",
+            # The default said in words: as one [default: ...] word it is cut at 80 columns.
+            help="module:attr of a compiled graph or a factory returning one. Default: the demo agent "
+            "(module retryctl.agent, attr build_demo_graph).",
+            show_default=False,
+        ),
     ] = DEFAULT_GRAPH,
     retries: Annotated[
         int, typer.Option("--retries", min=1, help="Tries per task on infrastructure failure.")

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input
+from retryctl._scores import LABELS, MISSING, cell
 from retryctl.cli._console import table_console
 from retryctl.controller.stopping import parse_stopping_rule
 from retryctl.exceptions import BankFormatError, ConfigError, UnknownPolicyError
@@ -41,24 +42,24 @@ def _fail(message: str) -> NoReturn:
 
 
 def _fraction(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
+    return cell(value)
 
 
 def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
     # Every key of the JSON rows has its column (the strata and the curve have their own tables);
     # figures are fractions with three decimals, as in `batch`, `eval` and `audit`.
     table = Table(title=f"retryctl bench — {bank}")
-    columns = ("policy", "cap", "accuracy", "avg samples", "avg tokens", "cut rate", "ECE", "AUROC",
-               "questions", "orders")  # fmt: skip
+    columns = ("policy", "cap", LABELS["accuracy"], "avg samples", "avg tokens", "cut rate",
+               LABELS["ece"], LABELS["auroc"], "questions", "orders")  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(
             row.get("label", row["policy"]),
-            str(row.get("cap", "—")),
+            str(row.get("cap", MISSING)),
             _fraction(row["accuracy"]),
             f"{row['avg_samples']:.2f}",
-            "—" if row["avg_tokens"] is None else f"{row['avg_tokens']:.1f}",
+            MISSING if row["avg_tokens"] is None else f"{row['avg_tokens']:.1f}",
             _fraction(row["cut_rate"]),
             _fraction(row["ece"]),
             _fraction(row["auroc"]),
@@ -78,7 +79,7 @@ def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
         for stratum in rows[0]["strata"]:
             for row in rows:
                 entry = row["strata"][stratum]
-                delta = f"{entry['delta']:+.3f}±{entry['delta_se']:.3f}" if "delta" in entry else "—"
+                delta = f"{entry['delta']:+.3f}±{entry['delta_se']:.3f}" if "delta" in entry else MISSING
                 split.add_row(
                     stratum,
                     str(entry["questions"]),

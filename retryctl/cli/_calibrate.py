@@ -2,8 +2,10 @@
 them it was not fitted on, per difficulty stratum and, with ``--shift``, fitted on some strata and
 tested on the others (docs/evals.md). The figures are :mod:`retryctl.evals._transfer`'s.
 
-The split is by task id across every file given (the same id in two files is one task, on one side),
-and a fit on fewer than :data:`retryctl.evals._fit.MIN_FIT_POINTS` decision points is written with a
+A task id is one task across every file given: in two files (the same results given twice, or a run and
+its copy) it counts once, by the line of the last file that has it, as a resumed result file's last line
+for a task wins; a ``note:`` line says how many ids repeated. The split is by task id. A fit on fewer
+than :data:`retryctl.evals._fit.MIN_FIT_POINTS` decision points is written with a
 ``warning:`` line on stderr (and in ``warnings`` of ``--json``) saying why it is not to be trusted."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl._scores import cell
 from retryctl.cli._console import table_console
 from retryctl.exceptions import TaskFormatError
 
@@ -34,7 +37,7 @@ def calibrate(
     results: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RESULTS.jsonl...", help="Graded result files (retryctl batch or eval, with gold)."
+            metavar="RESULTS.jsonl", help="Graded result files (retryctl batch or eval, with gold)."
         ),
     ],
     *,
@@ -68,26 +71,35 @@ def calibrate(
     from retryctl.evals._fit import MIN_FIT_POINTS
     from retryctl.evals._transfer import by_stratum, transfer
 
-    outcomes: list[Outcome] = []
+    lines_of: dict[str, dict[str, Any]] = {}
+    repeated: set[str] = set()
     for path in results:
         try:
             check_input(path, what="results file")
             lines = read_results(path).results
         except (PathError, TaskFormatError) as exc:
             _fail(str(exc))
-        for line in {str(r.get("id")): r for r in lines}.values():
-            for point in line.get("points") or []:
-                outcomes.append(
-                    Outcome(
-                        raw=float(point["fused"]),
-                        correct=bool(point["correct"]),
-                        member=point.get("target"),
-                        # By the task's id alone, not the file's: a task given in two files (two
-                        # runs of one task set) is one task, all its points on one side of the split.
-                        task=str(line["id"]),
-                        stratum=str(line.get("stratum") or ""),
-                    )
-                )
+        own = {str(r.get("id")): r for r in lines}  # a resumed file's last line for a task wins
+        repeated.update(own.keys() & lines_of.keys())
+        lines_of.update(own)  # and across files, the last file's
+    if repeated:
+        typer.echo(
+            f"note: {len(repeated)} task ids are in more than one file (e.g. {min(repeated)!r}); each counts "
+            "once, by its line in the last file that has it",
+            err=True,
+        )
+    outcomes = [
+        Outcome(
+            raw=float(point["fused"]),
+            correct=bool(point["correct"]),
+            member=point.get("target"),
+            # By the task's id alone: all its points on one side of the split.
+            task=task,
+            stratum=str(line.get("stratum") or ""),
+        )
+        for task, line in lines_of.items()
+        for point in line.get("points") or []
+    ]
     if not outcomes:
         _fail(
             f"{', '.join(map(str, results))}: no graded decision points (result lines with 'points': run "
@@ -109,9 +121,14 @@ def calibrate(
             f"each step of the curve is a few outcomes and the {len(tested)} held-out points test it "
             "little; grade more tasks (retryctl eval) before trusting it"
         )
+    if holdout > 0 and not tested:
+        warnings.append(
+            f"too few tasks to hold any out: {len({o.task for o in outcomes})} tasks, holdout {holdout}; "
+            "the fit is written untested (the figures below are '-'): grade more tasks"
+        )
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
-    files = ", ".join(p.name for p in results)
+    files = ", ".join(dict.fromkeys(_shown_path(p) for p in results))
     calibration = fit_calibration(
         fitted_on,
         source=f"{len(fitted_on)} graded decision points of {tasks} tasks ({files})",
@@ -141,8 +158,18 @@ def calibrate(
     _print(report, len(tested), len(fitted_on))
 
 
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory where it is under it, else absolute: two files of one
+    name in two folders stay two names in the calibration's source."""
+    absolute = path.resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
+
+
 def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+    return cell(value)
 
 
 def _print(report: dict[str, Any], tested: int, fitted_on: int) -> None:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl._scores import FIGURES, LABELS, cell
 from retryctl.cli._console import grade_mark, table_console
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["eval_"]
 
 _USAGE_EXIT = 2
-_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ungated_accuracy", "ece", "brier", "auroc")
-"""Every figure of `--json` per system, by the names of `retryctl._scores.FIGURES`."""
+_COLUMNS = ("n", *FIGURES)
+"""Every figure of `--json` per system, by the names of `retryctl._scores.FIGURES` (labels: ``LABELS``)."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -40,12 +41,9 @@ def _table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
     table = Table(title=title)
     table.add_column("system", no_wrap=True)
     for column in _COLUMNS:
-        table.add_column(column.replace("_", " "), justify="right", no_wrap=True)
+        table.add_column(LABELS.get(column, column), justify="right", no_wrap=True)
     for name, row in rows.items():
-        cells = [
-            "-" if row.get(c) is None else f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c])
-            for c in _COLUMNS
-        ]
+        cells = [str(row[c]) if c == "n" else cell(row.get(c)) for c in _COLUMNS]
         table.add_row(name, *cells)
     return table
 
@@ -200,10 +198,6 @@ def _print_report(report: dict[str, Any], *, title: str, as_json: bool) -> None:
     _print_selective(stdout, report["selective"])
 
 
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def _print_selective(console: Console, figures: dict[str, Any]) -> None:
     """Precision at fixed coverages for every system and the oracle, then the agent's operating point
     against its members' curves (computed in :mod:`retryctl.evals._frontier`)."""
@@ -215,24 +209,24 @@ def _print_selective(console: Console, figures: dict[str, Any]) -> None:
     table.add_column("coverage", justify="right", no_wrap=True)
     table.add_column("precision", justify="right", no_wrap=True)
     for name, row in figures["systems"].items():
-        cells = [_cell(row["precision_at"][c]) for c in coverages]
-        table.add_row(name, *cells, f"{row['coverage']:.3f}", _cell(row["precision"]))
+        cells = [cell(row["precision_at"][c]) for c in coverages]
+        table.add_row(name, *cells, f"{row['coverage']:.3f}", cell(row["precision"]))
     for kind, row in figures["oracle"].items():
         label = "oracle: a majority right" if kind == "majority" else "oracle: a sample right"
-        cells = [_cell(row["precision_at"][c]) for c in coverages]
+        cells = [cell(row["precision_at"][c]) for c in coverages]
         table.add_row(label, *cells, f"{row['answerable']:.3f}", "1.000")
     console.print(table)
     agent = figures.get("agent")
     if agent is None:
         return
     best = agent["best_member"]
-    line = f"agent at coverage {agent['coverage']:.3f}: precision {_cell(agent['precision'])}"
+    line = f"agent at coverage {agent['coverage']:.3f}: precision {cell(agent['precision'])}"
     if best is not None:
         line += (
-            f"; best member's curve there: {best} {_cell(agent['best_member_precision'])} "
+            f"; best member's curve there: {best} {cell(agent['best_member_precision'])} "
             f"(gap {agent['gap']:+.3f})"
         )
     oracle = agent["oracle_precision"]
     if "majority" in oracle:
-        line += f"; oracle {_cell(oracle['majority'])}"
+        line += f"; oracle {cell(oracle['majority'])}"
     console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
+from retryctl._scores import MISSING
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
@@ -252,8 +253,8 @@ def _sweep_table(rows: list[dict[str, Any]]) -> Table:
         view = {**row, "length_rate": row["finish"].get("length", 0.0)}
         table.add_row(
             *(
-                "—" if view.get(key) is None else str(view[key]) if spec is None else f"{view[key]:{spec}}"
-                for _, key, spec in columns
+                MISSING if view.get(k) is None else str(view[k]) if spec is None else f"{view[k]:{spec}}"
+                for _, k, spec in columns
             )
         )
     return table

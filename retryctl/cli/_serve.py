@@ -1,7 +1,9 @@
 """``retryctl serve``: the OpenAI-compatible gateway (:mod:`retryctl.gateway`) on uvicorn.
 
 On SIGTERM or Ctrl-C the gateway stops taking connections, finishes the requests in progress (for up to
-``--graceful-timeout`` seconds), then ends by the signal, as uvicorn does (a shell sees 143 or 130).
+``--graceful-timeout`` seconds), then says so in one ``stopped:`` line on stderr. After Ctrl-C (SIGINT)
+it exits 130, as the other commands do; after SIGTERM it ends by the signal, as a supervisor expects of
+a process it stopped (a shell shows 143, ``subprocess`` -15).
 Exit code 2: the ``gateway`` extra not installed, bad settings (one ``problem:`` line naming the
 option), an address that cannot be bound (a busy ``--port``) or an embedded model that cannot run on this
 CPU. "serving ..." is printed once the socket is bound and listening, never before.
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
+
+from retryctl.cli._interrupt import INTERRUPTED_EXIT
 
 __all__ = ["serve"]
 
@@ -105,6 +110,15 @@ def serve(
     from retryctl.gateway import GatewayConfig
     from retryctl.gateway._app import CONFIG_ENV
 
+    if calibration is not None:
+        from retryctl.evals._choice import choose_calibration
+        from retryctl.exceptions import ConfigError
+
+        try:  # first, so that a bad value reads as it does in `batch` and `eval`
+            choose_calibration(calibration, embedded=embedded)
+        except ConfigError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(_USAGE_EXIT) from None
     try:
         config = GatewayConfig(
             embedded=embedded,
@@ -153,7 +167,16 @@ def serve(
     typer.echo(f"retryctl gateway: serving {config.served_name!r} from {source} on {where}", err=True)
     typer.echo(f"retryctl gateway: adaptive requests' {config.calibration_choice().describe()}", err=True)
     with sock:
-        _run(sock, workers=workers, graceful_timeout=graceful_timeout, keep_alive=keep_alive)
+        stopped_by = _run(sock, workers=workers, graceful_timeout=graceful_timeout, keep_alive=keep_alive)
+    if stopped_by is None:
+        return
+    name = "Ctrl-C" if stopped_by == signal.SIGINT else signal.Signals(stopped_by).name
+    kept = f"; decisions kept in {log}" if log is not None else ""
+    typer.echo(f"stopped: {name}; new connections refused, requests in progress finished{kept}", err=True)
+    if stopped_by == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+    raise typer.Exit(INTERRUPTED_EXIT)
 
 
 def _listening(host: str, port: int) -> socket.socket:
@@ -179,22 +202,36 @@ def _listening(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _run(sock: socket.socket, *, workers: int, graceful_timeout: int, keep_alive: int) -> None:
-    """uvicorn serving the gateway on ``sock``."""
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _run(sock: socket.socket, *, workers: int, graceful_timeout: int, keep_alive: int) -> int | None:
+    """uvicorn serving the gateway on ``sock``: the signal that stopped it (SIGINT or SIGTERM), ``None``
+    when it ended otherwise."""
     import uvicorn
 
     from retryctl.gateway._http import CoalescingHttpToolsProtocol
 
-    uvicorn.run(
-        "retryctl.gateway:app_from_env",
-        factory=True,
-        fd=sock.fileno(),
-        workers=workers,
-        timeout_graceful_shutdown=graceful_timeout,
-        # uvicorn's own 5 s is below every load balancer's idle timeout (60 s is common): a balancer
-        # reusing a connection the gateway has just closed turns a good request into its own 502.
-        timeout_keep_alive=keep_alive,
-        log_level="warning",
-        access_log=False,
-        http=CoalescingHttpToolsProtocol,
-    )
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again under the handlers it
+    # found: these record it, where Python's own would end the process (143, nothing said) or raise a
+    # KeyboardInterrupt that uvicorn swallows (exit 0, nothing said).
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda got, _frame: received.append(got)) for sig in _STOPS}
+    try:
+        uvicorn.run(
+            "retryctl.gateway:app_from_env",
+            factory=True,
+            fd=sock.fileno(),
+            workers=workers,
+            timeout_graceful_shutdown=graceful_timeout,
+            # uvicorn's own 5 s is below every load balancer's idle timeout (60 s is common): a balancer
+            # reusing a connection the gateway has just closed turns a good request into its own 502.
+            timeout_keep_alive=keep_alive,
+            log_level="warning",
+            access_log=False,
+            http=CoalescingHttpToolsProtocol,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return received[0] if received else None

@@ -27,6 +27,12 @@ UNCALIBRATED = "uncalibrated"
 """The label of a raw confidence on a model no calibration was given for."""
 
 
+_TAKES = (
+    f"--calibration takes {SHIPPED!r}, {NONE!r} or the path of a calibration file written by "
+    "retryctl calibrate"
+)
+
+
 @dataclass(frozen=True)
 class CalibrationChoice:
     """A calibration to apply (``None``: the raw fused confidence) and its label for records."""
@@ -73,6 +79,8 @@ def choose_calibration(
         return CalibrationChoice(shipped, SHIPPED if shipped is not None else UNCALIBRATED)
     if value in (NONE, UNCALIBRATED):
         return CalibrationChoice(None, value)
+    if not value.strip():
+        raise ConfigError(field=option, value=value, problem=f"an empty value; {_TAKES}")
     # Imported for a file only: the fit's module tries SciPy, which a gateway never needs.
     from retryctl.evals._fit import load_calibration
 
@@ -84,8 +92,5 @@ def choose_calibration(
             # A name, not a path, most likely ('Shipped', 'None'): say which names there are.
             near = [name for name in (SHIPPED, NONE) if name == value.strip().lower()]
             hint = f"did you mean {near[0]!r}? " if near else ""
-            problem = (
-                f"{problem}; {hint}--calibration takes {SHIPPED!r}, {NONE!r} or the path of a calibration "
-                "file written by retryctl calibrate"
-            )
+            problem = f"{problem}; {hint}{_TAKES}"
         raise ConfigError(field=option, value=value, problem=problem) from None

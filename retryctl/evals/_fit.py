@@ -42,6 +42,7 @@ except ModuleNotFoundError as exc:  # the `calibration` extra: only the fit need
 
 __all__ = [
     "MIN_FIT_POINTS",
+    "NOT_A_CALIBRATION",
     "Outcome",
     "balanced_weights",
     "fit_calibration",
@@ -167,6 +168,13 @@ def split_of(task: str, holdout: float, seed: int = 0) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < holdout
 
 
+NOT_A_CALIBRATION = (
+    "not a calibration file: retryctl calibrate writes one, a JSON object with 'curves' (per member: "
+    "'raw' and 'calibrated' confidences), 'source' and 'method'"
+)
+"""What a file that is not a calibration (a task or result file, JSONL) is told."""
+
+
 def save_calibration(calibration: Calibration, path: Path) -> None:
     """Write the file whole or not at all (a temporary file, then a rename)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -188,4 +196,7 @@ def load_calibration(path: str | os.PathLike[str]) -> Calibration:
     except ValidationError as exc:
         first = exc.errors()[0]
         at = ".".join(str(p) for p in first["loc"]) or "the file"
+        if first["type"] in ("json_invalid", "model_type") or (at == "curves" and first["type"] == "missing"):
+            # Not one JSON object with curves (a task or result file, JSONL): no field to name in it.
+            raise ConfigError(field="calibration", value=where, problem=NOT_A_CALIBRATION) from None
         raise ConfigError(field="calibration", value=where, problem=f"{at}: {first['msg']}") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from retryctl._scores import cell
 from retryctl.audit import VerifyReport
 from retryctl.report._model import CONFIDENCE_BINS, Analysis
 from retryctl.report._summary import figures_line
@@ -186,8 +187,7 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
                 (float(b["confidence"]), float(b["share_right"]), float(b["steps"]))
                 for b in acc["reliability"]
             ]
-            precision = "-" if acc["accepted_precision"] is None else f"{acc['accepted_precision']:.3f}"
-            ece = "-" if acc["ece"] is None else f"{acc['ece']:.3f}"
+            precision, ece = cell(acc["accepted_precision"]), cell(acc["ece"])
             body = (
                 f"<p>Accepted steps: accepted precision {precision}; ECE of their confidence "
                 f"{ece} (equal-mass bins; on the diagonal, a confidence is the share right).</p>"

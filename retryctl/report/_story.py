@@ -95,19 +95,41 @@ def _budget(used: dict[str, Any], limit: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _attempts(n: int) -> str:
+    return f"{n} attempt{'s' if n != 1 else ''}"
+
+
 def story_lines(events: list[dict[str, Any]]) -> list[str]:
-    """The story as plain sentences, one or two lines per record."""
+    """The story as plain sentences, one or two lines per record.
+
+    A step's verdicts count their attempts up from 1; where they start again before the step's summary,
+    the step was run again (a batch interrupted with Ctrl-C, then resumed: the task runs again under its
+    run id). Each such run is a *try*: the story says where one begins, and the summary says how many
+    tries the step took and how many attempts each made, so that "ended after 4 attempts" is not read
+    after seven verdicts as the whole story."""
     lines: list[str] = []
-    attempts: dict[Any, int] = {}  # the highest attempt each step's verdicts name
+    tries: dict[Any, list[int]] = {}  # each step's tries so far: the highest attempt each named
     for i, e in enumerate(events, start=1):
+        step = e["step_id"]
         if e["kind"] == "verdict" and isinstance(e["attempt"], int):
-            attempts[e["step_id"]] = max(attempts.get(e["step_id"], 0), e["attempt"])
+            made = tries.setdefault(step, [])
+            if not made or e["attempt"] <= made[-1]:
+                if made:
+                    lines.append(
+                        f"   step {step}: try {len(made) + 1} begins: the try before it ended after "
+                        f"{_attempts(made[-1])} without a summary (interrupted, then run again)"
+                    )
+                made.append(e["attempt"])
+            made[-1] = max(made[-1], e["attempt"])
         if e["kind"] == "summary":
             answer = e["final_answer"]
             used = _budget(e["budget_used"], e["budget_max"])
-            made = attempts.get(e["step_id"])
-            after = "" if not made else f" after {made} attempt{'s' if made > 1 else ''}"
-            text = f"{i}. step {e['step_id']} ended{after} with answer {answer!r}; used {used}"
+            made = tries.pop(step, [])
+            after = "" if not made else f" after {_attempts(made[-1])}"
+            if len(made) > 1:
+                earlier = " and ".join(_attempts(n) for n in made[:-1])
+                after += f" of its try {len(made)} ({len(made) - 1} earlier, interrupted: {earlier})"
+            text = f"{i}. step {step} ended{after} with answer {answer!r}; used {used}"
             if e.get("gold") is not None:
                 text += f"; gold {e['gold']!r}"
             lines.append(text)

@@ -15,7 +15,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import Any
 
-from retryctl._scores import ece, reliability, shares
+from retryctl._scores import auroc, brier, ece, figure_rows, reliability, shares
 from retryctl.report._model import Analysis, no_cyclic_gc
 from retryctl.report._totals import TOP, Hole, StepTotals, budget_of, reason_shape, running_total
 from retryctl.report._unchecked import unchecked
@@ -181,6 +181,7 @@ def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
     if not oks:
         return None
     reliable = list(zip(totals.accepted_confidence, accepted, strict=True))
+    everything = list(zip(totals.graded_confidence, oks, strict=True))
     right = sum(oks)
     return {
         "graded": len(oks),
@@ -190,6 +191,9 @@ def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
         **shares(n=len(oks), accepted=len(accepted), accepted_right=sum(accepted), right=right),
         # How far an accepted step's confidence is its chance of being right (retryctl.evals).
         "ece": ece(reliable),
+        # Of every graded step's last confidence, accepted or not, as `batch` and `eval` (retryctl._scores).
+        "brier": brier(everything),
+        "auroc": auroc(everything),
         "reliability": [{"confidence": c, "share_right": a, "steps": n} for c, a, n in reliability(reliable)],
         "avg_samples": sum(totals.graded_samples) / len(oks),
         "usd": sum(totals.graded_usd),
@@ -201,12 +205,9 @@ def _accuracy(totals: StepTotals) -> dict[str, Any] | None:
 
 
 def figures_line(acc: dict[str, Any]) -> str:
-    """The ``accuracy`` section's figures in one line, by the names and definitions of
-    :data:`retryctl._scores.FIGURES`, as fractions with three decimals (as ``batch`` and ``eval``)."""
-    precision = acc["accepted_precision"]
-    return (
-        f"accuracy {acc['accuracy']:.3f} (accepted and right: {acc['accepted_right']} of {acc['graded']}), "
-        f"coverage {acc['coverage']:.3f}, accepted precision "
-        f"{'-' if precision is None else f'{precision:.3f}'}, ungated accuracy "
-        f"{acc['ungated_accuracy']:.3f} (right, accepted or not: {acc['correct']} of {acc['graded']})"
+    """The ``accuracy`` section's figures in one line, by the labels of :data:`retryctl._scores.LABELS`
+    and as its tables print them (fractions with three decimals, ``-`` when undefined)."""
+    return ", ".join(f"{label} {value}" for label, value in figure_rows(acc)) + (
+        f" (accepted and right: {acc['accepted_right']} of {acc['graded']}; "
+        f"right, accepted or not: {acc['correct']} of {acc['graded']})"
     )

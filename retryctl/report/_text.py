@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from retryctl._scores import figure_rows
 from retryctl.audit import VerifyReport
-from retryctl.report._summary import figures_line
 
 __all__ = ["render_diff", "render_summary", "render_verification"]
 
@@ -131,11 +130,13 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         console.print(f"  {h['text']}")
     acc = summary["accuracy"]
     if acc is not None:
-        console.print(
-            f"[bold]Figures[/bold] of {acc['graded']} steps with gold: {escape(figures_line(acc))}; "
-            f"{acc['avg_samples']:.2f} samples per step",
-            soft_wrap=True,
-        )
+        # The rows of `batch`'s summary table, by the same labels and cells (retryctl._scores).
+        figures = _kv_table("Figures", [("steps with gold", acc["graded"])], ("figure", "value"))
+        for label, value in figure_rows(acc):
+            figures.add_row(label, value)
+        # Every try's samples (an interrupted one's too): `batch`'s figure counts the finishing try only.
+        figures.add_row("average samples (all tries)", f"{acc['avg_samples']:.2f}")
+        console.print(figures)
 
 
 def _print_unchecked(section: dict[str, Any], console: Console) -> None:

@@ -113,6 +113,8 @@ class StepTotals(msgspec.Struct, gc=False):
     """Likewise for the graded steps that ended in ``accept``."""
     accepted_confidence: list[float] = msgspec.field(default_factory=list)
     """The last confidence of each of those steps (0 when none was given), for the reliability diagram."""
+    graded_confidence: list[float] = msgspec.field(default_factory=list)
+    """The last confidence of each graded step, accepted or not (0 when none was given): Brier, AUROC."""
     graded_samples: list[Any] = msgspec.field(default_factory=list)
     """Samples of each graded step, in step order."""
     graded_usd: list[Any] = msgspec.field(default_factory=list)
@@ -136,6 +138,7 @@ class StepTotals(msgspec.Struct, gc=False):
         graded: list[bool] = []
         accepted_graded: list[bool] = []
         accepted_confidence: list[float] = []
+        graded_confidence: list[float] = []
         graded_samples: list[Any] = []
         graded_usd: list[Any] = []
         by_samples: dict[Any, list[Any]] = {}
@@ -181,6 +184,7 @@ class StepTotals(msgspec.Struct, gc=False):
                     known = memo.get((answer, gold))
                     ok = memo[(answer, gold)] = answers_agree(answer, gold) if known is None else known
                 graded.append(ok)
+                graded_confidence.append(float(s.last_confidence or 0.0))
                 if ok_accept:
                     accepted_graded.append(ok)
                     accepted_confidence.append(float(s.last_confidence or 0.0))
@@ -226,6 +230,7 @@ class StepTotals(msgspec.Struct, gc=False):
             graded=graded,
             accepted_graded=accepted_graded,
             accepted_confidence=accepted_confidence,
+            graded_confidence=graded_confidence,
             graded_samples=graded_samples,
             graded_usd=graded_usd,
             by_samples=list(by_samples.values()),
@@ -265,6 +270,7 @@ class StepTotals(msgspec.Struct, gc=False):
         self.graded.extend(later.graded)
         self.accepted_graded.extend(later.accepted_graded)
         self.accepted_confidence.extend(later.accepted_confidence)
+        self.graded_confidence.extend(later.graded_confidence)
         self.graded_samples.extend(later.graded_samples)
         self.graded_usd.extend(later.graded_usd)
         _add_rows(self.by_samples, later.by_samples, key=1, width=2)

@@ -11,7 +11,10 @@ the controller's own. The question's first word picks the behaviour:
 - ``pair ...``: two such tasks must run at the same time (an ``asyncio.Barrier`` of 2), so a batch
   with concurrency 1 cannot finish them;
 - ``hang ...``: with ``RETRYCTL_TEST_HANG=1`` the gate prints ``HANG <question>`` to stdout and blocks
-  for ever (a process to kill mid-batch); otherwise it is a hard question.
+  for ever (a process to kill mid-batch); otherwise it is a hard question;
+- ``stall ...``: a hard question; with ``RETRYCTL_TEST_HANG=1`` its fourth sample (the second attempt's
+  first, once the first attempt's verdict is logged) prints ``HANG <question>`` and blocks for five
+  seconds (a process to interrupt mid-step; a worker thread may run the sample, and Ctrl-C waits for it).
 
 For checkpointing, a graph ``plan → act`` without a controller (:func:`plan_act`, which takes a
 ``checkpointer``; :func:`plan_act_builder` and :data:`PLAN_ACT`, uncompiled; :data:`PLAN_ACT_COMPILED`,
@@ -28,6 +31,7 @@ import asyncio
 import itertools
 import os
 import sys
+import time
 import uuid
 from collections import Counter
 from typing import Any
@@ -44,6 +48,7 @@ from retryctl.nodes import ControlledStep, StepResult
 from retryctl.testing import ScriptedBackend
 
 _tries: dict[str, int] = {}
+_stalls: Counter[str] = Counter()
 _barriers: dict[str, asyncio.Barrier] = {}
 _counter = itertools.count()
 plans: Counter[str] = Counter()
@@ -64,7 +69,15 @@ def _question(messages: list[dict[str, Any]]) -> str:
 
 
 def _answer(messages: list[dict[str, Any]], _params: Any) -> str:
-    words = _question(messages).split()
+    question = _question(messages)
+    words = question.split()
+    if words and words[0] == "stall" and os.environ.get("RETRYCTL_TEST_HANG") == "1":
+        _stalls[question] += 1
+        if _stalls[question] > 3:
+            print(f"HANG {question}", flush=True)
+            deadline = time.monotonic() + 5  # a worker thread may run it: the batch waits for it on Ctrl-C
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
     if words and words[0] == "add":
         return f"The answer is {int(words[1]) + int(words[2])}"
     return f"The answer is {next(_counter)}"  # never the same twice: no agreement

@@ -160,3 +160,38 @@ class TestEval:
             "--calibration" in result.stderr and "cal.json" in result.stderr and "curves.*" in result.stderr
         )
         assert not out.exists()
+
+
+class TestBadValueOneShape:
+    """A value that is no calibration reads the same in ``batch``, ``eval`` and ``serve``: one ``error:``
+    line naming the option, the value and what is wrong, exit 2."""
+
+    @staticmethod
+    def _refusals(tmp_path: Path, value: str) -> list[str]:
+        tasks = _tasks(tmp_path)
+        commands = [
+            ["batch", str(tasks), "--out", str(tmp_path / "r.jsonl"), *SERVER],
+            ["eval", str(tasks), "--out", str(tmp_path / "run"), "--no-baselines", *SERVER],
+            ["serve", "--upstream", "http://127.0.0.1:9/v1", "--upstream-model", "m"],
+        ]
+        lines = []
+        for command in commands:
+            done = runner.invoke(app, [*command, "--calibration", value])
+            assert done.exit_code == 2, done.output
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            lines.append(done.stderr.strip())
+        assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "run").exists()
+        return lines
+
+    def test_a_task_file_is_not_a_calibration_file(self, tmp_path: Path) -> None:
+        tasks = str(_tasks(tmp_path))
+        lines = self._refusals(tmp_path, tasks)
+        assert len(set(lines)) == 1
+        assert lines[0].startswith(f"error: invalid --calibration={tasks!r}: not a calibration file: ")
+        assert "retryctl calibrate writes one" in lines[0] and "Invalid JSON" not in lines[0]
+
+    def test_an_empty_value_is_called_empty(self, tmp_path: Path) -> None:
+        lines = self._refusals(tmp_path, "")
+        assert len(set(lines)) == 1
+        assert lines[0].startswith("error: invalid --calibration='': an empty value; --calibration takes")
+        assert "directory" not in lines[0]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from retryctl._scores import FIGURES, Graded, scores, shares
+from retryctl._scores import FIGURES, LABELS, Graded, figure_rows, scores, shares
 from retryctl.cli import app
 from retryctl.evals._fit import MIN_FIT_POINTS, split_of
 from retryctl.models import Message, SamplingParams
@@ -84,6 +84,7 @@ class TestOneRunThreeCommands:
         audit = runner.invoke(app, ["audit", str(log), "--json"])
         assert audit.exit_code == 0, audit.output
         from_audit = json.loads(audit.stdout)["summary"]["accuracy"]
+        assert from_batch["brier"] is not None and from_batch["auroc"] is not None
         run = tmp_path / "run"
         evaluated = runner.invoke(
             app, ["eval", str(tasks), "--out", str(run), "--no-baselines", "--json", *SERVER]
@@ -94,19 +95,43 @@ class TestOneRunThreeCommands:
         assert from_batch["graded"] == from_audit["graded"] == from_eval["n"] == 3
         for key in KEYS:
             assert from_batch[key] == pytest.approx(from_audit[key]) == pytest.approx(from_eval[key]), key
-        assert from_batch["ece"] == pytest.approx(from_audit["ece"]) == pytest.approx(from_eval["ece"])
+        for key in ("ece", "brier", "auroc"):
+            assert from_batch[key] == pytest.approx(from_audit[key]) == pytest.approx(from_eval[key]), key
         assert from_batch["accuracy"] == pytest.approx(2 / 3)  # c's gold is wrong on purpose
 
-        # The tables say the same, by the same names, as fractions with three decimals.
+        # The tables say the same, by the same labels (retryctl._scores.LABELS) and the same cells.
+        want = dict(figure_rows(from_batch))
+        assert want == dict(figure_rows(from_audit)) == dict(figure_rows(from_eval))
+        assert set(want) == set(LABELS.values())
+        assert all(set(FIGURES) <= set(figures) for figures in (from_batch, from_audit, from_eval))
         table = runner.invoke(app, ["audit", str(log)]).stdout
-        assert f"accuracy {from_audit['accuracy']:.3f} (accepted and right: " in table
-        assert f"ungated accuracy {from_audit['ungated_accuracy']:.3f}" in table
-        tables = runner.invoke(app, ["eval", str(tasks), "--out", str(run), "--no-baselines", *SERVER]).stdout
-        for header in ("accuracy", "coverage", "accepted precision", "ungated accuracy", "ece", "auroc"):
-            assert header in tables  # every figure of --json has its column
         summary = runner.invoke(app, ["batch", str(tasks), "--out", str(out), "--resume", *SERVER]).stdout
-        assert "accuracy (accepted and right / with gold)" in summary
-        assert f"{from_batch['accuracy']:.3f}" in summary and "%" not in summary
+        for shown in (_rows(table), _rows(summary)):
+            assert {label: shown[label] for label in want} == want
+        tables = runner.invoke(app, ["eval", str(tasks), "--out", str(run), "--no-baselines", *SERVER]).stdout
+        header, agent = _columns(tables, "agent")
+        assert {label: agent[header.index(label)] for label in want} == want
+        assert "%" not in summary + table and "—" not in summary + table + tables
+        # Samples: the audit's count every try, the batch's the finishing one (test_resumed_figures.py);
+        # on a run never interrupted they are one number.
+        every, finishing = _rows(table), _rows(summary)
+        assert every["average samples (all tries)"] == finishing["average samples (finishing try)"]
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.replace("┃", "│").split("│")[1:-1]]
+
+
+def _rows(text: str) -> dict[str, str]:
+    """A figure/value table's rows, label to cell."""
+    return {cells[0]: cells[1] for cells in map(_cells, text.splitlines()) if len(cells) == 2}
+
+
+def _columns(text: str, system: str) -> tuple[list[str], list[str]]:
+    """A table's header cells and the cells of ``system``'s row."""
+    lines = [_cells(line) for line in text.splitlines()]
+    header = next(c for c in lines if c[:1] == ["system"])
+    return header, next(c for c in lines if c[:1] == [system])
 
 
 class TestSweepFigures:
@@ -148,7 +173,7 @@ class TestCalibrate:
         assert done.exit_code == 0 and "warning" not in done.stderr
         assert json.loads(done.stdout)["warnings"] == []
 
-    def test_a_task_in_two_files_is_on_one_side_of_the_split(self, tmp_path: Path) -> None:
+    def test_a_task_in_two_files_counts_once_by_the_last_file(self, tmp_path: Path) -> None:
         ids = [f"t{i}" for i in range(40)]
         first = _points(tmp_path / "first.jsonl", ids, right=True)
         second = _points(tmp_path / "second.jsonl", ids, right=False)
@@ -159,5 +184,33 @@ class TestCalibrate:
         report = json.loads(done.stdout)
         held = sum(split_of(i, 0.3) for i in ids)
         assert 0 < held < len(ids)
-        # Each task's two points (one per file) fall together: twice the tasks on each side.
-        assert report["held_out"] == 2 * held and report["fitted_on"] == 2 * (len(ids) - held)
+        # One point per task (the second file's line), each task on one side of the split.
+        assert report["held_out"] == held and report["fitted_on"] == len(ids) - held
+        assert "note: 40 task ids are in more than one file" in done.stderr
+        saved = json.loads((tmp_path / "c.json").read_text())
+        assert saved["curves"]["*"]["n"] == len(ids) - held and saved["curves"]["*"]["calibrated"][0] < 0.5
+
+    def test_the_same_file_twice_fits_what_it_fits_once(self, tmp_path: Path) -> None:
+        results = _points(tmp_path / "r.jsonl", [f"t{i}" for i in range(30)], right=True)
+        once = runner.invoke(app, ["calibrate", str(results), "--out", str(tmp_path / "a.json"), "--json"])
+        twice = runner.invoke(
+            app, ["calibrate", str(results), str(results), "--out", str(tmp_path / "b.json"), "--json"]
+        )
+        assert once.exit_code == twice.exit_code == 0, twice.output
+        keys = ("fitted_on", "held_out", "curves")
+        assert {k: json.loads(once.stdout)[k] for k in keys} == {k: json.loads(twice.stdout)[k] for k in keys}
+
+    def test_too_few_tasks_to_hold_any_out_is_said(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        ids = [i for i in (f"t{n}" for n in range(100)) if not split_of(i, 0.3)][:3]
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        one = _points(tmp_path / "a" / "agent.jsonl", ids[:2], right=True)
+        two = _points(tmp_path / "b" / "agent.jsonl", ids[2:], right=False)
+        monkeypatch.chdir(tmp_path)
+        done = runner.invoke(app, ["calibrate", str(one), str(two), "--out", "c.json"])
+        assert done.exit_code == 0, done.output
+        assert "warning: too few tasks to hold any out: 3 tasks, holdout 0.3" in done.stderr
+        source = json.loads((tmp_path / "c.json").read_text())["source"]
+        assert source.endswith("(a/agent.jsonl, b/agent.jsonl)"), source

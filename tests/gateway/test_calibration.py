@@ -93,5 +93,5 @@ class TestServeCommand:
             check=False,
         )
         assert done.returncode == 2
-        assert "problem: --calibration:" in done.stderr and "cal.json" in done.stderr
+        assert "error: invalid --calibration=" in done.stderr and "cal.json" in done.stderr
         assert "Traceback" not in done.stderr

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from retryctl._answers import answers_agree
-from retryctl._scores import ece, reliability
+from retryctl._scores import auroc, brier, ece, reliability
 from retryctl.report._model import Analysis, StepOutcome, no_cyclic_gc
 from retryctl.report._unchecked import unchecked
 
@@ -243,6 +243,7 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
     oks: list[bool] = []
     accepted: list[bool] = []
     confidences: list[float] = []
+    every_confidence: list[float] = []
     samples: list[Any] = []
     usd: list[Any] = []
     by_samples: dict[float, list[int]] = {}
@@ -257,6 +258,7 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
             known = memo.get((answer, gold))
             ok = memo[(answer, gold)] = answers_agree(answer, gold) if known is None else known
         oks.append(ok)
+        every_confidence.append(float(s.last_confidence or 0.0))
         if s.last_action == "accept":
             accepted.append(ok)
             confidences.append(float(s.last_confidence or 0.0))
@@ -281,6 +283,8 @@ def _accuracy(steps: list[StepOutcome]) -> dict[str, Any] | None:
         "accepted_precision": (sum(accepted) / len(accepted)) if accepted else None,
         "ungated_accuracy": right / len(oks),
         "ece": ece(list(zip(confidences, accepted, strict=True))),
+        "brier": brier(list(zip(every_confidence, oks, strict=True))),
+        "auroc": auroc(list(zip(every_confidence, oks, strict=True))),
         "reliability": [
             {"confidence": c, "share_right": a, "steps": n}
             for c, a, n in reliability(list(zip(confidences, accepted, strict=True)))
