@@ -263,6 +263,6 @@ def summarise_results(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "ece": figures.get("ece"),
         "brier": figures.get("brier"),
         "auroc": figures.get("auroc"),
-        "avg_samples": (sum(samples) / len(samples)) if samples else None,
+        "avg_samples_finishing_try": (sum(samples) / len(samples)) if samples else None,
         "usd": usd,
     }

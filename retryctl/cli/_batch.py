@@ -76,7 +76,7 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     acc = summary["accuracy"]
-    avg = summary["avg_samples"]
+    avg = summary["avg_samples_finishing_try"]
     # The labels and cells of retryctl._scores (LABELS, MISSING): the same run's figures read the same,
     # by the same labels, in `batch`, `eval` and `audit`.
     rows = [

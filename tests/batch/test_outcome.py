@@ -89,7 +89,7 @@ class TestSummariseResults:
         ]
         s = summarise_results(lines)
         assert s["accuracy"] == 0.5 and s["graded"] == 2
-        assert s["avg_samples"] == 6.0 and s["usd"] == pytest.approx(0.04)
+        assert s["avg_samples_finishing_try"] == 6.0 and s["usd"] == pytest.approx(0.04)
         assert s["statuses"] == {"accepted": 2, "stopped": 1, "error": 1}
         assert s["errors"] == 1 and s["at_max_budget"] == 1
 

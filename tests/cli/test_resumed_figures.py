@@ -51,7 +51,7 @@ def test_ctrl_c_mid_step_then_resume_counts_the_task_once_with_every_try(tmp_pat
     results = {json.loads(x)["id"]: json.loads(x) for x in out.read_text().splitlines()}
     finishing = {k: r["usage"]["samples"] for k, r in results.items()}
     assert finishing == {"a": 3, "s": 6}  # s's second try: two attempts of three samples, then stop
-    assert batch["avg_samples"] == 4.5
+    assert batch["avg_samples_finishing_try"] == 4.5
 
     audit = runner.invoke(app, ["audit", str(log), "--json"])
     assert audit.exit_code == 0, audit.output
