@@ -68,7 +68,8 @@ def _describe(line: dict[str, Any]) -> str:
     conf = "" if line.get("confidence") is None else f" (confidence {line['confidence']:.2f})"
     mark = grade_mark(line)
     budget = " [at max budget]" if line.get("at_max_budget") else ""
-    return f"{line['id']}: {line['status']} {line.get('answer')!r}{conf}{mark}{budget}"
+    answer = "no answer" if line.get("answer") is None else repr(line["answer"])  # as `eval` says it
+    return f"{line['id']}: {line['status']} {answer}{conf}{mark}{budget}"
 
 
 def _print_summary(summary: dict[str, Any], console: Console) -> None:
@@ -129,6 +130,19 @@ def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], 
     if not resume and out.exists() and out.stat().st_size > 0:
         _fail(f"{out} already has results; pass --resume to continue it, or choose another --out")
     return tasks, [t for t in tasks if t.id not in finished]
+
+
+def _check_same_calibration(out: Path, choice: CalibrationChoice | None) -> None:
+    """Refuse a ``--resume`` under another calibration than the finished results': the summary would
+    label answers with a calibration none of them was judged under."""
+    if choice is None or not out.exists():
+        return
+    used = {str(r["calibration"]) for r in read_results(out).results if "calibration" in r}
+    if used and used != {choice.label}:
+        _fail(
+            f"--calibration {choice.label}: the results already in {out} were judged under "
+            f"{', '.join(sorted(used))}; resume with that, or write the new run to another --out"
+        )
 
 
 def _check_checkpoints(path: Path | None, *, resume: bool) -> None:
@@ -291,6 +305,7 @@ def batch(
     _check_paths(tasks_path, out, log, checkpoints)
     choice = _calibration(calibration, graph_spec, base_url)
     tasks, pending = _pending(tasks_path, out, resume=resume)
+    _check_same_calibration(out, choice)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
         # the demo agent offline: a missing extra or a native crash would stop every task
         require_embedded_build("retryctl batch")

@@ -210,6 +210,35 @@ class TestEvalArguments:
         )
         assert batch.exit_code == 2 and "--calibration takes 'shipped', 'none'" in batch.stderr
 
+    def test_a_resume_under_another_calibration_is_refused(self, tmp_path: Path) -> None:
+        tasks, out = _write(tmp_path / "t.jsonl", TASKS), tmp_path / "r.jsonl"
+        done = [{"id": t["id"], "status": "accepted", "answer": "1", "calibration": "shipped"} for t in TASKS]
+        out.write_text("".join(json.dumps(line) + "\n" for line in done))
+        before = out.read_bytes()
+        result = runner.invoke(
+            app, ["batch", str(tasks), "--out", str(out), "--resume", "--calibration", "none"]
+        )
+        assert result.exit_code == 2
+        assert f"the results already in {out} were judged under shipped" in result.stderr
+        assert out.read_bytes() == before
+        same = runner.invoke(
+            app, ["batch", str(tasks), "--out", str(out), "--resume", "--calibration", "shipped"]
+        )
+        assert same.exit_code == 0, same.stderr
+
+    def test_an_abstention_shows_no_answer_not_none(self) -> None:
+        from retryctl.cli._batch import _describe
+
+        line = {
+            "id": "b",
+            "status": "needs_user",
+            "answer": None,
+            "confidence": 0.14,
+            "gold": "3",
+            "tries": 1,
+        }
+        assert _describe(line) == "b: needs_user no answer (confidence 0.14) \u2205"
+
 
 class TestAuditNotALog:
     @pytest.mark.parametrize(
