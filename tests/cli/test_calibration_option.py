@@ -15,8 +15,7 @@ from typer.testing import CliRunner, Result
 
 from retryctl.cli import app
 from retryctl.controller import Calibration, CalibrationCurve
-from retryctl.models import Message, SamplingParams
-from retryctl.testing import ScriptedBackend
+from tests.cli._demo_model import scripted_demo_model
 
 runner = CliRunner()
 SERVER = ["--base-url", "http://127.0.0.1:9/v1", "--model-name", "scripted"]
@@ -31,18 +30,9 @@ TASKS = [
 ]
 
 
-def _scripted(*_args: object, **_kwargs: object) -> ScriptedBackend:
-    def reply(messages: list[Message], params: SamplingParams) -> str:
-        if params.response_format is not None:
-            return json.dumps({"expression": "3 + 4" if "Tom" in str(messages) else "2 + 5"})
-        return "The answer is 7."
-
-    return ScriptedBackend([reply], model="scripted", confidence=0.95, cycle=True)
-
-
 @pytest.fixture(autouse=True)
 def scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("retryctl.agent._graph.demo_model", _scripted)
+    monkeypatch.setattr("retryctl.agent._graph.demo_model", scripted_demo_model)
 
 
 def _tasks(tmp_path: Path) -> Path:

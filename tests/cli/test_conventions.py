@@ -20,8 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from retryctl.cli import _COMMANDS, app
-from retryctl.models import Message, SamplingParams
-from retryctl.testing import ScriptedBackend
+from tests.cli._demo_model import scripted_demo_model
 from tests.report._logs import graph_log
 
 runner = CliRunner()
@@ -38,18 +37,9 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _scripted(*_args: object, **_kwargs: object) -> ScriptedBackend:
-    def reply(messages: list[Message], params: SamplingParams) -> str:
-        if params.response_format is not None:
-            return json.dumps({"expression": "3 + 4" if "Tom" in str(messages) else "2 + 5"})
-        return "The answer is 7."
-
-    return ScriptedBackend([reply], model="scripted", confidence=0.95, cycle=True)
-
-
 @pytest.fixture
 def scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("retryctl.agent._graph.demo_model", _scripted)
+    monkeypatch.setattr("retryctl.agent._graph.demo_model", scripted_demo_model)
 
 
 class TestHelp:

@@ -58,6 +58,25 @@ def call(gateway: Gateway, method: str, path: str, body: Any = None) -> httpx.Re
     return runner.run(go())
 
 
+LATENCY_SERVER = Path(__file__).resolve().parents[2] / "bench" / "_latency_server.py"
+"""The benchmarks' fixed-latency upstream (a real HTTP server on 127.0.0.1, in its own process)."""
+
+
+@contextmanager
+def latency_upstream(latency: float) -> Iterator[str]:
+    """bench/_latency_server.py answering every completion after ``latency`` seconds; its /v1 URL."""
+    proc = subprocess.Popen(
+        [sys.executable, str(LATENCY_SERVER), "--latency", str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        port = proc.stdout.readline().split()[1]
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -5,34 +5,17 @@ conversation with the same 500 every time, as llama.cpp's server does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from retryctl.controller import BreakerState
+from tests.gateway._breaker_client import Client
 from tests.gateway._content_server import CRASH_500, ContentServer
-from tests.gateway.test_breaker import Client, plain, tool_call
+from tests.gateway.test_breaker import plain, tool_call
 
 
 def adaptive(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as an adaptive request (one sample to start, two at most)."""
     return {**body, "adaptive": True, "retryctl": {"max_samples": 2, "answer": "text"}}
-
-
-@pytest.fixture
-def server() -> Iterator[ContentServer]:
-    found = ContentServer().start()
-    yield found
-    found.stop()
-
-
-@pytest.fixture
-def clients(server: ContentServer) -> Iterator[list[Client]]:
-    made: list[Client] = []
-    yield made
-    for client in made:
-        client.close()
 
 
 def client_of(server: ContentServer, clients: list[Client], **settings: Any) -> Client:

@@ -28,10 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway._support import free_port
+from tests.gateway._support import free_port, latency_upstream
 from tests.models.conftest import needs_llama
 
-LATENCY_SERVER = Path(__file__).resolve().parents[2] / "bench" / "_latency_server.py"
 _SCALE = int(os.environ.get("RETRYCTL_FUZZ_EXAMPLES", "800"))
 
 
@@ -242,16 +241,8 @@ class Running:
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     """bench/_latency_server.py answering at once; its /v1 URL."""
-    proc = subprocess.Popen(
-        [sys.executable, str(LATENCY_SERVER), "--latency", "0"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        port = proc.stdout.readline().split()[1]
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with latency_upstream(0) as url:
+        yield url
 
 
 def _gateway(args: list[str], log: Path) -> Iterator[Running]:

@@ -13,30 +13,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.gateway._support import chat, serving
+from tests.gateway._support import chat, latency_upstream, serving
 from tests.models._fault_server import FaultServer, cut_connection, status
-
-LATENCY_SERVER = Path(__file__).resolve().parents[2] / "bench" / "_latency_server.py"
 
 
 @pytest.fixture
 def slow_upstream() -> Iterator[str]:
     """bench/_latency_server.py answering every completion after 1.5 s; yields its /v1 URL."""
-    proc = subprocess.Popen(
-        [sys.executable, str(LATENCY_SERVER), "--latency", "1.5"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        port = proc.stdout.readline().split()[1]
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with latency_upstream(1.5) as url:
+        yield url
 
 
 @contextmanager
