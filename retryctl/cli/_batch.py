@@ -113,8 +113,11 @@ def _check_paths(tasks_path: Path, out: Path, log: Path | None, checkpoints: Pat
         _fail(str(exc))
 
 
-def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], list[Task]]:
-    """All tasks, and those without a finished result in ``out``; usage errors exit 2."""
+def _pending(
+    tasks_path: Path, out: Path, *, resume: bool
+) -> tuple[list[Task], list[Task], list[dict[str, Any]]]:
+    """All tasks, those without a finished result in ``out``, and the results already there; usage
+    errors exit 2."""
     try:
         tasks = load_tasks(tasks_path)
     except FileNotFoundError:
@@ -124,20 +127,23 @@ def _pending(tasks_path: Path, out: Path, *, resume: bool) -> tuple[list[Task], 
     except OSError as exc:  # a directory, no permission: say so in one line, not a traceback
         _fail(f"{tasks_path}: cannot read the task file: {exc.strerror or exc}")
     try:
-        finished = read_results(out).finished  # first: a file that is not ours is named as such
+        state = read_results(out)  # first: a file that is not ours is named as such
     except TaskFormatError as exc:
         _fail(f"cannot {'resume' if resume else 'write to --out'}: {exc}")
     if not resume and out.exists() and out.stat().st_size > 0:
         _fail(f"{out} already has results; pass --resume to continue it, or choose another --out")
-    return tasks, [t for t in tasks if t.id not in finished]
+    finished = state.finished
+    return tasks, [t for t in tasks if t.id not in finished], state.results
 
 
-def _check_same_calibration(out: Path, choice: CalibrationChoice | None) -> None:
-    """Refuse a ``--resume`` under another calibration than the finished results': the summary would
-    label answers with a calibration none of them was judged under."""
-    if choice is None or not out.exists():
+def _check_same_calibration(
+    out: Path, results: list[dict[str, Any]], choice: CalibrationChoice | None
+) -> None:
+    """Refuse a ``--resume`` under another calibration than that of the ``results`` already in ``out``:
+    the summary would label answers with a calibration none of them was judged under."""
+    if choice is None:
         return
-    used = {str(r["calibration"]) for r in read_results(out).results if "calibration" in r}
+    used = {str(r["calibration"]) for r in results if "calibration" in r}
     if used and used != {choice.label}:
         _fail(
             f"--calibration {choice.label}: the results already in {out} were judged under "
@@ -304,8 +310,8 @@ def batch(
     console = Console(stderr=as_json)
     _check_paths(tasks_path, out, log, checkpoints)
     choice = _calibration(calibration, graph_spec, base_url)
-    tasks, pending = _pending(tasks_path, out, resume=resume)
-    _check_same_calibration(out, choice)
+    tasks, pending, earlier = _pending(tasks_path, out, resume=resume)
+    _check_same_calibration(out, earlier, choice)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
         # the demo agent offline: a missing extra or a native crash would stop every task
         require_embedded_build("retryctl batch")
