@@ -15,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
-from retryctl._scores import MISSING
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.exceptions import ConfigError, TaskFormatError
@@ -234,29 +233,13 @@ def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
 
 def _sweep_table(rows: list[dict[str, Any]]) -> Table:
     # Shares (the accuracies and the rates) are fractions with three decimals, as in every command.
+    from retryctl.record._sweep_page import SWEEP_COLUMNS, sweep_cells
+
     table = Table(title="retryctl sweep")
-    columns = (
-        ("point", "point", None),
-        ("majority accuracy", "majority_accuracy", ".3f"),
-        ("default accuracy", "default_accuracy", ".3f"),
-        ("default samples", "default_avg_samples", ".2f"),
-        ("default tokens", "default_avg_tokens", ".1f"),
-        ("mean len", "mean_tokens", ".1f"),
-        ("p90 len", "p90_tokens", None),
-        ("cut off", "length_rate", ".3f"),
-        ("no answer", "parse_failure_rate", ".3f"),
-        ("repeats", "repetition_rate", ".3f"),
-    )
-    for title, _, _ in columns:
+    for title, _, _ in SWEEP_COLUMNS:
         table.add_column(title, justify="left" if title == "point" else "right", no_wrap=True)
     for row in rows:
-        view = {**row, "length_rate": row["finish"].get("length", 0.0)}
-        table.add_row(
-            *(
-                MISSING if view.get(k) is None else str(view[k]) if spec is None else f"{view[k]:{spec}}"
-                for _, k, spec in columns
-            )
-        )
+        table.add_row(*sweep_cells(row))
     return table
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from retryctl._scores import Graded, Scores, scores
 from retryctl.batch._outcome import graded_outcomes
 from retryctl.evals._frontier import selective
+from retryctl.report._svg import CHART_CSS, line_chart
 
 __all__ = ["AGENT", "evaluation", "render_html"]
 
@@ -68,47 +69,11 @@ def _fmt(value: Any) -> str:
 
 
 _COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ece", "brier", "auroc")
-_SIZE, _PAD = 320, 40
-_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
-
-
-def _at(x: float, y: float) -> tuple[float, float]:
-    return _PAD + x * _SIZE, _PAD + (1 - y) * _SIZE
-
-
-def _text(x: float, y: float, text: str, extra: str = "") -> str:
-    return f'<text x="{x:.0f}" y="{y:.0f}" font-size="11" {extra}>{escape(text)}</text>'
-
-
-def _plot(
-    title: str, axes: tuple[str, str], series: dict[str, list[tuple[float, float]]], *, diagonal: bool
-) -> str:
-    """Lines with dots on the unit square, one colour per series, a legend on the right.
-
-    By hand rather than with the audit's charts (:mod:`retryctl.report._svg`), which draw one series
-    of bars, cells or dots: these compare several systems on one square, with the diagonal.
-    """
-    mid = _PAD + _SIZE / 2
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_SIZE + 2 * _PAD + 160}" '
-        f'height="{_SIZE + 2 * _PAD}" role="img" aria-label="{escape(title)}">',
-        f'<rect x="{_PAD}" y="{_PAD}" width="{_SIZE}" height="{_SIZE}" fill="none" stroke="#999"/>',
-        _text(_PAD, _PAD - 12, title, 'font-weight="bold"'),
-        _text(mid, _SIZE + _PAD + 30, axes[0], 'text-anchor="middle"'),
-        _text(12, mid, axes[1], f'text-anchor="middle" transform="rotate(-90 12 {mid:.0f})"'),
-    ]
-    if diagonal:
-        (x0, y0), (x1, y1) = _at(0, 0), _at(1, 1)
-        parts.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" stroke="#bbb" stroke-dasharray="4"/>')
-    for i, (name, points) in enumerate(series.items()):
-        colour = _COLOURS[i % len(_COLOURS)]
-        spots = [_at(x, y) for x, y in points]
-        line = " ".join(f"{x:.1f},{y:.1f}" for x, y in spots)
-        parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in spots]
-        parts.append(_text(_SIZE + _PAD + 10, _PAD + 16 * (i + 1), name, f'fill="{colour}"'))
-    parts.append("</svg>")
-    return "".join(parts)
+_STYLE = (
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;text-align:right;"
+    "border:1px solid #ddd}th{background:#f4f4f4}td:first-child{text-align:left}"
+)
 
 
 def _selective_html(figures: Mapping[str, Any] | None) -> str:
@@ -167,25 +132,43 @@ def render_html(report: Mapping[str, Any], *, title: str) -> str:
             )
             + "</table>"
         )
-    curves = report["curves"]
-    reliability = _plot(
-        "Reliability of accepted answers (equal-mass bins)",
-        ("mean confidence", "share right"),
+    curves, systems = report["curves"], report["systems"]
+    reliability = line_chart(
         {name: [(x, y) for x, y, _ in c["reliability"]] for name, c in curves.items()},
+        title="Reliability of accepted answers (equal-mass bins)",
+        x_label="mean confidence of the bin",
+        y_label="share right",
         diagonal=True,
+        legend_title="system",
     )
-    risk = _plot(
-        "Risk against coverage (answering the most confident first)",
-        ("coverage", "share wrong"),
+    marks = {
+        name: (float(row["coverage"]), 1.0 - float(row["accepted_precision"]))
+        for name, row in systems.items()
+        if row.get("accepted_precision") is not None and name in curves
+    }
+    risk = line_chart(
         {name: [(x, y) for x, y in c["risk_coverage"]] for name, c in curves.items()},
-        diagonal=False,
+        title="Risk against coverage (answering the most confident first)",
+        x_label="coverage (share of the tasks answered)",
+        y_label="risk (share of the answered that is wrong)",
+        marks=marks,
+        mark_label="its operating point",
+        legend_title="system",
     )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{escape(title)}</title><style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;"
-        "text-align:right}}td:first-child{text-align:left}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{_STYLE}{CHART_CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>"
-        f"<h2>Reliability diagram</h2>{reliability}<h2>Risk–coverage</h2>{risk}"
+        '<section class="panel" id="reliability"><h2>Reliability diagram</h2>'
+        "<p>Each system's accepted answers in equal-mass bins of confidence, one point per bin. On the "
+        "dashed diagonal a bin's confidence is its share right; below it, overconfident.</p>"
+        f"{reliability}</section>"
+        '<section class="panel" id="risk"><h2>Risk–coverage</h2>'
+        "<p>Each curve answers a system's most confident tasks first: at each coverage, the share of "
+        "the answered tasks that are wrong (lower is better). The ring on a curve is where the system "
+        "itself stands: the share of tasks it answered and the share of those that were wrong "
+        "(1 − accepted precision).</p>"
+        f"{risk}</section>"
         f"{_selective_html(report.get('selective'))}"
         f"<h2>By stratum</h2>{strata}</body></html>"
     )

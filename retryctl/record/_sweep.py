@@ -15,12 +15,12 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from retryctl.banks import BankQuestion, load_bank
 from retryctl.controller.stopping import FixedSamples, default_stopping_rule
+from retryctl.record._sweep_page import render_sweep_html
 from retryctl.replay import code_bank, make_orders, replay
 
 __all__ = ["REPEAT_NGRAM", "GridPoint", "grid", "point_figures", "render_sweep_html", "repetitive"]
@@ -112,66 +112,3 @@ def point_figures(point: GridPoint, bank: Path, *, orders: int = 10, seed: int =
     }
     figures.update(_sample_figures(load_bank(bank)))
     return figures
-
-
-def _series(rows: Sequence[dict[str, Any]], key: str, scale: float) -> dict[str, list[tuple[float, float]]]:
-    top = max((r["temperature"] for r in rows), default=1.0) or 1.0
-    out: dict[str, list[tuple[float, float]]] = {}
-    for row in rows:
-        name = f"top_p={_knob(row['top_p'])} min_p={_knob(row['min_p'])}"
-        out.setdefault(name, []).append((row["temperature"] / top, min(1.0, row[key] / scale)))
-    return out
-
-
-def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
-    """A page with the sweep's table and its curves against temperature."""
-    from retryctl.evals._report import _plot
-
-    columns = [
-        "point",
-        "majority_accuracy",
-        "default_accuracy",
-        "default_avg_tokens",
-        "mean_tokens",
-        "p90_tokens",
-        "parse_failure_rate",
-        "repetition_rate",
-    ]
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows
-    )
-    top = max((r["temperature"] for r in rows), default=1.0)
-    longest = max((r["p90_tokens"] for r in rows), default=1.0) or 1.0
-    x_axis = f"temperature (0 to {top:g})"
-    plots = [
-        _plot(
-            "Majority accuracy",
-            (x_axis, "accuracy"),
-            _series(rows, "majority_accuracy", 1.0),
-            diagonal=False,
-        ),
-        _plot(
-            "Default policy accuracy",
-            (x_axis, "accuracy"),
-            _series(rows, "default_accuracy", 1.0),
-            diagonal=False,
-        ),
-        _plot(
-            "Mean sample length",
-            (x_axis, f"tokens (0 to {longest:g})"),
-            _series(rows, "mean_tokens", longest),
-            diagonal=False,
-        ),
-        _plot(
-            "Samples with no answer",
-            (x_axis, "share"),
-            _series(rows, "parse_failure_rate", 1.0),
-            diagonal=False,
-        ),
-    ]
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}</style></head>"
-        f"<body><h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>{''.join(plots)}</body></html>"
-    )

@@ -15,7 +15,7 @@ from retryctl._scores import cell
 from retryctl.audit import VerifyReport
 from retryctl.report._model import CONFIDENCE_BINS, Analysis
 from retryctl.report._summary import figures_line
-from retryctl.report._svg import bar_chart, heat_map, scatter
+from retryctl.report._svg import CHART_CSS, bar_chart, heat_map, scatter
 
 __all__ = ["render_html"]
 
@@ -27,10 +27,6 @@ table { border-collapse: collapse; margin: 8px 0; } td, th { padding: 3px 10px; 
 th { background: #f4f4f4; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .ok { color: #196c2e; font-weight: 600; } .bad { color: #b00020; font-weight: 600; }
 .note { color: #666; font-style: italic; }
-svg.chart { display: block; margin: 8px 0; background: #fff; }
-svg.chart text { font-size: 11px; fill: #333; } svg.chart text.title { font-size: 13px; font-weight: 600; }
-svg.chart .axis { stroke: #444; stroke-width: 1; } svg.chart .bar { fill: #3b6fb6; }
-svg.chart .point { fill: #d9622b; fill-opacity: 0.75; stroke: #7a2c0b; } svg.chart .cell { stroke: #fff; }
 """
 
 
@@ -84,7 +80,14 @@ def _flow(analysis: Analysis) -> str:
     cells: list[list[float | None]] = [
         [float(analysis.transitions.get((f, t), 0)) or None for t in targets] for f in rows
     ]
-    return heat_map(rows, targets, cells, title="Verdict flow: from (row) → next verdict (column)")
+    return heat_map(
+        rows,
+        targets,
+        cells,
+        title="Verdict flow: from (row) → next verdict (column)",
+        x_label="next verdict →",
+        y_label="verdict before ↓",
+    )
 
 
 def _tokens(analysis: Analysis) -> str:
@@ -122,7 +125,7 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
     ov = summary["overview"]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>retryctl audit</title><style>{_STYLE}</style></head><body>",
+        f"<title>retryctl audit</title><style>{_STYLE}{CHART_CSS}</style></head><body>",
         "<h1>retryctl audit</h1>",
         _panel("verification", "Hash chain", _verification(reports)),
         _panel(
@@ -190,12 +193,15 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
             precision, ece = cell(acc["accepted_precision"]), cell(acc["ece"])
             body = (
                 f"<p>Accepted steps: accepted precision {precision}; ECE of their confidence "
-                f"{ece} (equal-mass bins; on the diagonal, a confidence is the share right).</p>"
+                f"{ece} (equal-mass bins). On the dashed diagonal a bin's confidence equals its share "
+                "right; a point below it is overconfident, above it underconfident.</p>"
                 + scatter(
                     bins,
                     title="Reliability of accepted steps (point size = steps in the bin)",
-                    x_label="mean confidence",
+                    x_label="mean confidence of the bin",
                     y_label="share right",
+                    x_max=1.0,
+                    diagonal=True,
                 )
             )
             parts.append(_panel("reliability", "Reliability diagram", body))

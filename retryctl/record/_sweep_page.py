@@ -1,0 +1,110 @@
+"""A sweep shown: the columns its table prints (the CLI's and the page's, one list) and the page with
+its curves against temperature, one line per setting of the other knobs that vary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from retryctl._scores import MISSING
+from retryctl.report._axes import nice_ticks
+from retryctl.report._svg import CHART_CSS, line_chart
+
+__all__ = ["SWEEP_COLUMNS", "render_sweep_html", "sweep_cells"]
+
+SWEEP_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("point", "point", None),
+    ("majority accuracy", "majority_accuracy", ".3f"),
+    ("default accuracy", "default_accuracy", ".3f"),
+    ("default samples", "default_avg_samples", ".2f"),
+    ("default tokens", "default_avg_tokens", ".1f"),
+    ("mean len", "mean_tokens", ".1f"),
+    ("p90 len", "p90_tokens", None),
+    ("cut off", "length_rate", ".3f"),
+    ("no answer", "parse_failure_rate", ".3f"),
+    ("repeats", "repetition_rate", ".3f"),
+)
+"""(title, figure, format) of each column of ``retryctl sweep``'s table and of its page's; ``length_rate``
+is the share of samples cut off at ``max_tokens`` (``finish["length"]``)."""
+
+_KNOBS = (("top_p", "top_p"), ("min_p", "min_p"))
+
+
+def sweep_cells(row: dict[str, Any]) -> list[str]:
+    """One grid point's row of :data:`SWEEP_COLUMNS`, formatted as the table prints it."""
+    view = {**row, "length_rate": (row.get("finish") or {}).get("length", 0.0)}
+    return [
+        MISSING if view.get(k) is None else str(view[k]) if spec is None else f"{view[k]:{spec}}"
+        for _, k, spec in SWEEP_COLUMNS
+    ]
+
+
+def _setting(knob: str, value: float | None) -> str:
+    return f"{knob} {value:g}" if value is not None else f"{knob} unset"
+
+
+def _series(
+    rows: Sequence[dict[str, Any]], key: str, varying: list[str]
+) -> dict[str, list[tuple[float, float]]]:
+    """One line per combination of the knobs that vary besides temperature, named by those knobs only."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        name = ", ".join(_setting(k, row[k]) for k in varying) or "every grid point"
+        out.setdefault(name, []).append((float(row["temperature"]), float(row[key] or 0.0)))
+    return {name: sorted(points) for name, points in out.items()}
+
+
+def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
+    """A page with the sweep's table (the columns the CLI prints) and four charts against temperature."""
+    head = "".join(f"<th>{escape(c)}</th>" for c, _, _ in SWEEP_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(v)}</td>" for v in sweep_cells(dict(row))) + "</tr>" for row in rows
+    )
+    varying = [k for k, _ in _KNOBS if len({r[k] for r in rows}) > 1]
+    fixed = [_setting(k, rows[0][k]) for k, _ in _KNOBS if k not in varying] if rows else []
+    temperatures = [float(r["temperature"]) for r in rows] or [0.0, 1.0]
+    x_ticks = nice_ticks(min(temperatures), max(temperatures))
+    longest = nice_ticks(0.0, max((float(r["mean_tokens"]) for r in rows), default=1.0) or 1.0)[-1]
+    several = len(_series(rows, "mean_tokens", varying)) > 1
+    charts = [
+        ("majority_accuracy", "Majority accuracy (all K samples)", "accuracy", 1.0),
+        ("default_accuracy", "Default stopping policy's accuracy", "accuracy", 1.0),
+        ("mean_tokens", "Mean sample length", "tokens", longest),
+        ("parse_failure_rate", "Samples with no answer", "share of samples", 1.0),
+    ]
+    plots = "".join(
+        "<div>"
+        + line_chart(
+            _series(rows, key, varying),
+            title=chart_title,
+            x_label="temperature",
+            y_label=y_label,
+            x_range=(x_ticks[0], x_ticks[-1]),
+            y_range=(0.0, y_top),
+            width=560 if not several else 640,
+            legend_width=190 if several else 24,
+            legend=several,
+        )
+        + "</div>"
+        for key, chart_title, y_label, y_top in charts
+    )
+    knobs = "; ".join(fixed) if fixed else ""
+    caption = (
+        "Each chart is one figure of the table against temperature"
+        + (f", one line per {' and '.join(varying)} setting" if varying else "")
+        + (f". The same at every point: {knobs}." if knobs else ".")
+        + " Unset (- in the point column): the backend's default."
+    )
+    style = (
+        "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}"
+        "table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;text-align:right;"
+        "border:1px solid #ddd}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
+    )
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{style}{CHART_CSS}</style></head>"
+        f"<body><h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>"
+        f'<section class="panel" id="curves"><h2>Against temperature</h2><p>{escape(caption)}</p>'
+        f'<div class="charts">{plots}</div></section></body></html>'
+    )
