@@ -116,6 +116,8 @@ def _tokens(analysis: Analysis) -> str:
         cells,
         title=f"Per-token {what}",
         show_values=False,
+        x_label="token position →",
+        y_label="sample ↓",
     )
     return note + svg
 

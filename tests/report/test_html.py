@@ -9,12 +9,14 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from retryctl.audit import verify_log
 from retryctl.report import analyse, render_html, summarise
 from tests.report._logs import graph_log, verdict, write_verdicts
+from tests.report._reports import eval_page, sweep_page
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 _FLAGS = [
@@ -138,3 +140,33 @@ class TestHtmlInChromium:
         distinct = {row[x : x + 3] for row in rows[::20] for x in range(0, width * channels, channels * 20)}
         assert blue > 500
         assert len(distinct) > 5
+
+    def _count(self, path: Path, rgb: tuple[int, int, int]) -> tuple[int, int]:
+        """Pixels of ``rgb`` (within antialiasing), and distinct colours on a coarse grid."""
+        width, channels, rows = _png_pixels(path)
+        hits = sum(
+            1
+            for row in rows
+            for x in range(0, width * channels, channels)
+            if all(abs(row[x + k] - rgb[k]) < 8 for k in range(3))
+        )
+        distinct = {row[x : x + 3] for row in rows[::20] for x in range(0, width * channels, channels * 20)}
+        return hits, len(distinct)
+
+    @pytest.mark.parametrize(("name", "build", "count"), [("eval", eval_page, 2), ("sweep", sweep_page, 4)])
+    def test_eval_and_sweep_pages_render_every_chart_with_its_marks(
+        self, tmp_path: Path, name: str, build: Any, count: int
+    ) -> None:
+        page = build(tmp_path)
+        dom = self._chromium(tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
+        charts = re.findall(r'<svg class="chart".*?</svg>', dom, flags=re.S)
+        assert len(charts) == count, name
+        for chart in charts:
+            assert re.search(r'<polyline class="series"', chart) and re.search(r'class="mark"', chart)
+            assert re.search(r'class="tick x"', chart) and re.search(r'class="tick y"', chart)
+        shot = tmp_path / "shot.png"
+        self._chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri())
+        # The first series is drawn in #0072b2: its lines and markers must be on the screen.
+        blue, distinct = self._count(shot, (0x00, 0x72, 0xB2))
+        assert blue > 400, name
+        assert distinct > 5, name

@@ -1,0 +1,236 @@
+"""The charts of the ``audit``, ``eval`` and ``sweep`` reports, read back from their SVG: every label
+legible (WCAG 2.x AA contrast on what it sits on), ticks with values on both axes, the reliability
+diagonal, series that coincide told apart, each system's operating point, the sweep's legend and table.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from retryctl.cli._record import _sweep_table
+from retryctl.record._sweep_page import SWEEP_COLUMNS
+from retryctl.report._svg import heat_map
+from tests.report._reports import audit_page, eval_page, eval_report, sweep_page, sweep_rows
+
+PAGES: dict[str, Callable[[Path], Path]] = {"audit": audit_page, "eval": eval_page, "sweep": sweep_page}
+AA = 4.5
+"""WCAG 2.x level AA for normal text."""
+
+
+def _linear(channel: int) -> float:
+    """WCAG 2.x: an sRGB channel (0-255) linearised."""
+    c = channel / 255
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    colour = colour.strip().lower()
+    named = {"white": "#ffffff", "black": "#000000"}
+    colour = named.get(colour, colour)
+    if m := re.fullmatch(r"rgb\((\d+),\s*(\d+),\s*(\d+)\)", colour):
+        r, g, b = (int(v) for v in m.groups())
+        return r, g, b
+    assert re.fullmatch(r"#[0-9a-f]{3}|#[0-9a-f]{6}", colour), colour
+    if len(colour) == 4:
+        colour = "#" + "".join(ch * 2 for ch in colour[1:])
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+def luminance(colour: str) -> float:
+    """Relative luminance, WCAG 2.x: 0.2126 R + 0.7152 G + 0.0722 B of the linearised channels."""
+    r, g, b = (_linear(c) for c in _rgb(colour))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    """(L1 + 0.05) / (L2 + 0.05), the lighter over the darker."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def charts(html: str) -> list[ET.Element]:
+    """Every ``<svg class="chart">`` of a page, parsed."""
+    return [ET.fromstring(s) for s in re.findall(r'<svg class="chart".*?</svg>', html, flags=re.S)]
+
+
+def _texts(svg: ET.Element, cls: str) -> list[ET.Element]:
+    return [e for e in svg.iter() if _local(e.tag) == "text" and cls in (e.get("class") or "").split(" ")]
+
+
+def _backdrop(rects: list[tuple[float, float, float, float, str]], x: float, y: float) -> str:
+    """The fill of the last painted rect under (x, y), else the page's white."""
+    for rx, ry, w, h, fill in reversed(rects):
+        if rx <= x <= rx + w and ry <= y <= ry + h:
+            return fill
+    return "#ffffff"
+
+
+def label_contrasts(svg: ET.Element) -> list[tuple[str, str, str, float]]:
+    """(text, its fill, the fill behind it, their contrast) for every ``<text>``, in paint order."""
+    rects: list[tuple[float, float, float, float, str]] = []
+    out = []
+    for el in svg.iter():
+        tag = _local(el.tag)
+        if tag == "rect" and el.get("fill") not in (None, "none"):
+            x, y = float(el.get("x", 0)), float(el.get("y", 0))
+            rects.append((x, y, float(el.get("width", 0)), float(el.get("height", 0)), str(el.get("fill"))))
+        elif tag == "text":
+            fill = el.get("fill")
+            assert fill, f"text {el.text!r} has no fill attribute"
+            # The glyphs' middle: a few pixels above the baseline y.
+            behind = _backdrop(rects, float(el.get("x", 0)), float(el.get("y", 0)) - 4)
+            out.append((el.text or "", fill, behind, contrast(fill, behind)))
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(PAGES))
+def page(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    name = str(request.param)
+    return name, PAGES[name](tmp_path_factory.mktemp(name)).read_text(encoding="utf-8")
+
+
+class TestContrast:
+    def test_the_luminance_maths_matches_wcag_reference_values(self) -> None:
+        assert contrast("#000000", "#ffffff") == pytest.approx(21.0)
+        assert contrast("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)  # the classic near-miss
+        assert contrast("#767676", "#ffffff") == pytest.approx(4.54, abs=0.01)
+
+    def test_every_chart_label_reaches_aa_on_what_it_sits_on(self, page: tuple[str, str]) -> None:
+        name, html = page
+        found = [row for svg in charts(html) for row in label_contrasts(svg)]
+        assert len(found) > 20, name
+        poor = [row for row in found if row[3] < AA]
+        assert not poor, f"{name}: {poor[:5]}"
+
+    def test_the_page_text_colours_reach_aa_on_white_and_on_table_headers(
+        self, page: tuple[str, str]
+    ) -> None:
+        name, html = page
+        colours = re.findall(r"(?<![-\w])color:\s*(#[0-9a-fA-F]{3,6})", html)
+        assert colours, name
+        for colour in colours:
+            for background in ("#ffffff", "#f4f4f4"):
+                assert contrast(colour, background) >= AA, (name, colour, background)
+
+    def test_a_value_on_the_darkest_cell_is_white_and_on_a_pale_one_black(self) -> None:
+        svg = ET.fromstring(heat_map(["a"], ["x", "y"], [[1.0, 10.0]], title="t"))
+        cells = {t.text: (t.get("fill"), behind) for t, (_, _, behind, _) in zip(
+            [e for e in svg.iter() if _local(e.tag) == "text"], label_contrasts(svg), strict=True
+        )}  # fmt: skip
+        assert cells["10"][0] == "#ffffff" and contrast("#ffffff", cells["10"][1]) >= AA
+        assert cells["1"][0] == "#000000"
+
+
+def _numbers(labels: list[ET.Element]) -> list[float] | None:
+    try:
+        return [float(t.text or "") for t in labels]
+    except ValueError:
+        return None
+
+
+class TestTicks:
+    def test_every_chart_has_labelled_ticks_and_titles_on_both_axes(self, page: tuple[str, str]) -> None:
+        name, html = page
+        svgs = charts(html)
+        assert len(svgs) >= {"audit": 6, "eval": 2, "sweep": 4}[name]
+        for svg in svgs:
+            label = svg.get("aria-label")
+            grid = any(e.get("class") == "cell" for e in svg.iter())
+            xs, ys = _texts(svg, "x"), _texts(svg, "y")
+            assert len(xs) >= (1 if grid else 2) and len(ys) >= (1 if grid else 2), label
+            assert all((t.text or "").strip() for t in xs + ys), label
+            assert len(_texts(svg, "axis-title")) == 2, label
+            if grid:
+                continue
+            x_values, y_values = _numbers(xs), _numbers(ys)
+            x_at = [float(t.get("x", 0)) for t in xs]
+            y_at = [float(t.get("y", 0)) for t in ys]
+            assert y_values is not None and y_values == sorted(y_values), label
+            assert y_at == sorted(y_at, reverse=True), label  # larger values higher up
+            if x_values is not None:
+                assert x_values == sorted(x_values) and x_at == sorted(x_at), label
+
+
+def _frame(svg: ET.Element) -> tuple[float, float, float, float]:
+    """The plot area: the rect with the frame's stroke."""
+    rect = next(e for e in svg.iter() if _local(e.tag) == "rect" and e.get("stroke"))
+    x, y = float(rect.get("x", 0)), float(rect.get("y", 0))
+    return x, y, x + float(rect.get("width", 0)), y + float(rect.get("height", 0))
+
+
+class TestAuditCharts:
+    def test_the_reliability_diagram_draws_its_diagonal_and_keeps_points_off_the_frame(
+        self, tmp_path: Path
+    ) -> None:
+        html = audit_page(tmp_path).read_text(encoding="utf-8")
+        svg = next(s for s in charts(html) if (s.get("aria-label") or "").startswith("Reliability"))
+        assert any(e.get("class") == "diagonal" for e in svg.iter())
+        assert "dashed diagonal" in html
+        x0, y0, x1, y1 = _frame(svg)
+        points = [e for e in svg.iter() if e.get("class") == "point"]
+        assert points
+        for p in points:
+            cx, cy = float(p.get("cx", 0)), float(p.get("cy", 0))
+            assert x0 + 10 <= cx <= x1 - 10 and y0 + 10 <= cy <= y1 - 10
+
+
+class TestEvalCharts:
+    def test_each_system_is_a_curve_of_its_own_style_with_its_operating_point(self, tmp_path: Path) -> None:
+        html = eval_page(tmp_path).read_text(encoding="utf-8")
+        report = eval_report()
+        reliability, risk = charts(html)
+        assert any(e.get("class") == "diagonal" for e in reliability.iter())
+        for svg in (reliability, risk):
+            lines = [e for e in svg.iter() if e.get("class") == "series"]
+            assert len(lines) == len(report["systems"]) == 5
+            styles = {(e.get("stroke"), e.get("stroke-dasharray"), e.get("stroke-width")) for e in lines}
+            assert len(styles) == 5
+        rings = [e for e in risk.iter() if e.get("class") == "operating"]
+        with_point = [n for n, row in report["systems"].items() if row["accepted_precision"] is not None]
+        assert len(rings) == len(with_point) == 5
+        titles = [ring.findtext("{http://www.w3.org/2000/svg}title") or "" for ring in rings]
+        assert any(t.startswith("agent its operating point: 0.0417, 0.000") for t in titles), titles
+
+    def test_series_with_the_same_points_are_named_in_a_note(self, tmp_path: Path) -> None:
+        html = eval_page(tmp_path).read_text(encoding="utf-8")
+        curves = eval_report()["curves"]
+        assert curves["calculator@8"]["risk_coverage"] == curves["python@8"]["risk_coverage"]
+        notes = re.findall(r'<p class="note">([^<]*)</p>', html)
+        assert any("calculator@8 and python@8 have the same points" in n for n in notes), notes
+
+
+class TestSweepCharts:
+    def test_the_legend_names_only_the_knob_that_varies_and_unset_as_unset(self, tmp_path: Path) -> None:
+        html = sweep_page(tmp_path).read_text(encoding="utf-8")
+        for svg in charts(html):
+            names = {
+                e.findtext("{http://www.w3.org/2000/svg}title")
+                for e in svg.iter()
+                if e.get("class") == "series"
+            }
+            assert names == {"top_p unset", "top_p 0.9"}
+        assert "=-" not in "".join(re.findall(r'<svg class="chart".*?</svg>', html, flags=re.S))
+        assert "The same at every point: min_p unset." in html
+
+    def test_one_setting_draws_one_line_without_a_legend(self, tmp_path: Path) -> None:
+        html = sweep_page(tmp_path, top_ps=(None,)).read_text(encoding="utf-8")
+        for svg in charts(html):
+            assert len([e for e in svg.iter() if e.get("class") == "series"]) == 1
+        assert "top_p unset; min_p unset" in html
+
+    def test_the_page_table_has_every_column_the_command_prints(self, tmp_path: Path) -> None:
+        rows = sweep_rows(tmp_path)
+        html = sweep_page(tmp_path).read_text(encoding="utf-8")
+        table = html.split("</table>")[0]
+        printed = [str(c.header) for c in _sweep_table(rows).columns]
+        assert printed == re.findall(r"<th>([^<]*)</th>", table) == [c[0] for c in SWEEP_COLUMNS]
+        assert "cut off" in printed and "default samples" in printed
