@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 BANK   ?= ../shared/banks/last_letters_gpt35.jsonl
 
-.PHONY: demo test lint bench clean system services services-stop
+.PHONY: demo test lint bench screenshots clean system services services-stop
 
 # Debian packages: bubblewrap is the sandbox's first tier (without it the sandbox falls back to Landlock);
 # chromium renders the audit report in its test; redis-server and postgresql serve the many-workers tests
@@ -114,6 +114,12 @@ test: system services lint
 # Every benchmark figure the README quotes, printed in one run.
 bench: $(VENV)/.installed
 	$(BIN)/python bench/harness.py --bank $(BANK)
+
+# The pictures in docs/img/: every chart panel of the audit, eval and sweep reports as headless Chromium
+# draws it, from a small real batch and sweep of the embedded model and a kept eval run (a few minutes).
+screenshots: SYSTEM_PACKAGES := chromium
+screenshots: system $(VENV)/.installed
+	$(BIN)/python bench/screenshots.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -257,8 +257,9 @@ def line_chart(
             if name in marks:
                 x, y = marks[name]
                 colour = COLOURS[i % len(COLOURS)]
+                ring = 9 + 2 * (count - 1 - i)  # shrinking along the series: two at one point show both
                 parts.append(
-                    f'<circle class="operating" cx="{xs(x):.1f}" cy="{ys(y):.1f}" r="11" fill="none" '
+                    f'<circle class="operating" cx="{xs(x):.1f}" cy="{ys(y):.1f}" r="{ring}" fill="none" '
                     f'stroke="{colour}" stroke-width="2.5"><title>{escape(name)} {escape(mark_label)}: '
                     f"{fmt(x)}, {y:.3f}</title></circle>"
                 )

@@ -234,3 +234,23 @@ class TestSweepCharts:
         printed = [str(c.header) for c in _sweep_table(rows).columns]
         assert printed == re.findall(r"<th>([^<]*)</th>", table) == [c[0] for c in SWEEP_COLUMNS]
         assert "cut off" in printed and "default samples" in printed
+
+
+class TestScreenshots:
+    def test_every_picture_the_docs_show_is_committed_and_small(self) -> None:
+        docs = Path(__file__).resolve().parents[2] / "docs"
+        shown = {
+            (page, name)
+            for page in docs.glob("*.md")
+            for name in re.findall(r"\]\((img/[^)]+\.png)\)", page.read_text())
+        }
+        assert {name for _, name in shown} >= {
+            "img/audit-flow.png",
+            "img/eval-risk.png",
+            "img/sweep-curves.png",
+        }
+        for page, name in shown:
+            png = docs / name
+            assert png.is_file(), f"{page.name} shows {name}: missing (make screenshots)"
+            data = png.read_bytes()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 150_000, name
