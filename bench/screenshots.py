@@ -103,17 +103,17 @@ def _rows(data: bytes) -> tuple[int, int, int, list[bytearray]]:
     raw, stride = zlib.decompress(idat), width * channels
     rows, prev = [], bytearray(stride)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
-        if kind == 1:
+        filt, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        if filt == 1:
             for i in range(channels, stride):
                 line[i] = (line[i] + line[i - channels]) & 255
-        elif kind == 2:
+        elif filt == 2:
             line = bytearray((a + b) & 255 for a, b in zip(line, prev, strict=True))
-        elif kind in (3, 4):
+        elif filt in (3, 4):
             for i in range(stride):
                 a = line[i - channels] if i >= channels else 0
                 b, c = prev[i], (prev[i - channels] if i >= channels else 0)
-                if kind == 3:
+                if filt == 3:
                     line[i] = (line[i] + (a + b) // 2) & 255
                 else:
                     p = a + b - c
