@@ -116,7 +116,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/harness.py --bank $(BANK)
 
 # The pictures in docs/img/: every chart panel of the audit, eval and sweep reports as headless Chromium
-# draws it, from a small real batch and sweep of the embedded model and a kept eval run (a few minutes).
+# draws it, from a small real batch and sweep of the embedded model and a kept eval run (about 7 minutes).
 screenshots: SYSTEM_PACKAGES := chromium
 screenshots: system $(VENV)/.installed
 	$(BIN)/python bench/screenshots.py

@@ -1,6 +1,6 @@
 """The screenshots in docs/img/: every chart panel of the three HTML reports, as a user's browser draws it.
 
-    python bench/screenshots.py            # or: make screenshots (about 3 minutes on 2 cores)
+    python bench/screenshots.py            # or: make screenshots (about 7 minutes on 2 shared cores)
     python bench/screenshots.py --work /tmp/shots --keep
 
 Each report is built the way a user builds it, then opened in headless Chromium:
