@@ -8,7 +8,7 @@ plotting stack of ~40 MB that takes about a second to import, and its SVG writes
 (unselectable, large) unless told otherwise. What made the first charts hard to read was missing ticks,
 a diagonal not drawn, series hidden under one another and low contrast, not the medium: one shared
 axis helper (:mod:`retryctl.report._axes`: round ticks, a padded plot area, axis titles, contrast-safe
-text) fixes those for every chart in ~400 lines with no dependency. Every chart is one
+text) fixes those for every chart in under 500 lines with no dependency. Every chart is one
 ``<svg class="chart">`` with a ``viewBox`` (so :data:`CHART_CSS` sizes it to the page), an
 ``aria-label`` and a ``<title>`` tooltip on each mark.
 """
