@@ -60,6 +60,7 @@ from retryctl.middleware._runs import Run
 from retryctl.models._client_retries import without_client_retries
 from retryctl.nodes._events import Emitter, charged_between
 from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
+from retryctl.nodes._lc_runs import attempt_scope
 
 __all__ = ["Flow", "ModelCalls"]
 
@@ -227,7 +228,8 @@ class ModelCalls:
         if isinstance(held, Exhaustion):
             return _Tried(judge(exhausted=held))
         run.count("model")
-        outcome = yield call
+        with attempt_scope(act.attempt, act.target):  # the call's run is tagged retry:attempt:N
+            outcome = yield call
         if isinstance(outcome, BaseException):
             held.commit(Usage(attempts=1, samples=1))  # a call that failed still cost an attempt
             return self._failed(outcome, act.target, notes, judge, breaker)

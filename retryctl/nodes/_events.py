@@ -24,6 +24,7 @@ from langgraph.config import get_stream_writer
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
+from retryctl.nodes._lc_runs import traced_config, verdict_run
 
 __all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "charged_between", "new_run_id", "run_id_from_config"]
 
@@ -159,7 +160,8 @@ class Emitter:
         """Record and stream one verdict; return the streamed event (``{}`` when nothing is
         streamed). ``extra`` goes into the record's ``extra`` and the event (e.g.
         ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
-        if self.log is None and not self.stream:
+        traced = traced_config()
+        if self.log is None and not self.stream and traced is None:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         if self.log is not None:
@@ -172,6 +174,17 @@ class Emitter:
                 latency_ms=latency_ms,
                 target=target,
                 extra=extra,
+            )
+        if traced is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
+            head = self.log.head if self.log is not None else None
+            verdict_run(
+                traced,
+                verdict,
+                step_id=step_id,
+                attempt=attempt,
+                target=target,
+                record_hash=head,
+                run_id=run_id,
             )
         if not self.stream:
             return {}  # the event (a second dump of the verdict) is built only for the stream

@@ -46,6 +46,7 @@ from retryctl.models._messages import Message, normalise_messages
 from retryctl.nodes._arguments import DriverArguments, check_arguments, model_backends, waits
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter, charged_between
+from retryctl.nodes._lc_runs import attempt_scope
 from retryctl.nodes._observe import (
     Validator,
     best_candidate,
@@ -348,13 +349,17 @@ class ControlledStep(StepRoutes):
         att = self._begin(state)
         if att.refused is not None:
             return self._finish(att, SampleOutcome(error=classify(att.refused)))
-        return self._finish(att, run_sync(self._sampling(att), att.backend, att.prompt))
+        with attempt_scope(att.attempt, att.target):  # its LangChain runs are tagged retry:attempt:N
+            out = run_sync(self._sampling(att), att.backend, att.prompt)
+        return self._finish(att, out)
 
     async def _aact(self, state: StepState) -> Command[str]:
         att = self._begin(state)
         if att.refused is not None:
             return self._finish(att, SampleOutcome(error=classify(att.refused)))
-        return self._finish(att, await run_async(self._sampling(att), att.backend, att.prompt))
+        with attempt_scope(att.attempt, att.target):
+            out = await run_async(self._sampling(att), att.backend, att.prompt)
+        return self._finish(att, out)
 
     # -- assess -------------------------------------------------------------------------------------
 

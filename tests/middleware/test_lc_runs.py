@@ -1,0 +1,95 @@
+"""The verdicts in LangChain's own runs: a real ``BaseCallbackHandler`` on a ``create_agent`` run sees
+each attempt's tags and each verdict's run, metadata and feedback-style score."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.tools import BaseTool, tool
+
+from retryctl.controller import Budget
+from retryctl.middleware import RetryController
+from tests.middleware._scripted import ScriptedChat, call, say
+from tests.middleware._support import Agent, ano_wait, multiply, multiply_backup, records
+from tests.nodes._lc_recorder import Recorder
+
+
+def _down() -> tuple[BaseTool, list[int]]:
+    """A ``multiply`` whose server is down: every call a transient fault (retried, then switched)."""
+    calls = [0]
+
+    @tool
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        calls[0] += 1
+        raise ConnectionError("connection reset by peer")
+
+    return multiply, calls
+
+
+class TestLangChainRuns:
+    def test_flaky_tool_retried_then_switched(self, tmp_path: Path, mode: str) -> None:
+        down, calls = _down()
+        model = ScriptedChat(script=[call("multiply", {"a": 6, "b": 7}), say("42")])
+        controller = RetryController(
+            log=tmp_path / "log.jsonl",
+            groups={"arithmetic": [down, multiply_backup]},
+            sleep=lambda s: None,
+            asleep=ano_wait,
+        )
+        agent = Agent(model, [down], controller, mode)
+        recorder = Recorder()
+        agent.config = {**agent.config, "callbacks": [recorder]}
+        agent.ask("6 times 7?")
+        logged = [r for r in records(tmp_path / "log.jsonl") if r["kind"] == "verdict"]
+        runs = recorder.verdict_runs()
+        # One verdict run per logged verdict, in order, each naming its action and attempt in tags.
+        assert [(r.meta["retryctl.target"], r.meta["retryctl.action"]) for r in runs] == [
+            (x["target"], x["action"]) for x in logged
+        ]
+        tool_actions = [
+            r.meta["retryctl.action"] for r in runs if r.meta["retryctl.step_id"].startswith("tool:")
+        ]
+        assert "retry" in tool_actions and "switch" in tool_actions and tool_actions[-1] == "accept"
+        assert calls[0] >= 2  # retried before it was switched
+        for run, rec in zip(runs, logged, strict=True):
+            assert f"retry:attempt:{rec['attempt']}" in run.tags
+            assert f"retryctl:action:{rec['action']}" in run.tags
+            assert run.meta["retryctl.record_hash"] == rec["hash"]  # the trace links to the audited record
+            assert run.meta["retryctl.confidence"] == rec["confidence"]
+            assert run.meta["retryctl.reason"] == rec["reason"]
+            assert run.parent is not None  # a child of the node that decided, not a trace of its own
+        switch = next(r for r in runs if r.meta["retryctl.action"] == "switch")
+        assert switch.meta["retryctl.switch_to"] == "multiply_backup"
+        assert switch.meta["retryctl.error_class"] == "transient"
+        # The feedback-style score, as a custom event on each verdict run.
+        events = recorder.events_named("retryctl.verdict")
+        assert [e.run_id for e in events] == [r.run_id for r in runs]
+        first = events[0].data
+        assert first["key"] == "retryctl.confidence" and first["comment"] == logged[0]["reason"]
+        assert runs[0].outputs is not None and runs[0].outputs["feedback"]["score"] == logged[0]["confidence"]
+        # The model calls' own runs carry their attempt's tag and metadata.
+        model_runs = recorder.starts_of("chat_model")
+        assert len(model_runs) == 2
+        assert all(
+            "retry:attempt:1" in r.tags and r.meta["retryctl.target"] == "scripted" for r in model_runs
+        )
+
+    def test_budget_stop(self, tmp_path: Path, mode: str) -> None:
+        model = ScriptedChat(script=[call("multiply", {"a": 6, "b": 7})])
+        controller = RetryController(log=tmp_path / "log.jsonl", budget=Budget(attempts=1))
+        agent = Agent(model, [multiply], controller, mode)
+        recorder = Recorder()
+        agent.config = {**agent.config, "callbacks": [recorder]}
+        agent.ask("6 times 7?")
+        stops = [r for r in recorder.verdict_runs() if r.meta["retryctl.action"] == "stop"]
+        assert stops, "the budget stop is a verdict run"
+        assert all("retryctl:action:stop" in r.tags for r in stops)
+        assert any("budget 'attempts'" in r.meta["retryctl.reason"] for r in stops)
+
+    def test_nothing_is_built_without_handlers(self, tmp_path: Path, mode: str) -> None:
+        model = ScriptedChat(script=[say("42")])
+        controller = RetryController(log=tmp_path / "log.jsonl")
+        recorder = Recorder()  # attached to nothing: it must hear nothing
+        Agent(model, [multiply], controller, mode).ask("6 times 7?")
+        assert recorder.starts == [] and recorder.events == []
