@@ -160,8 +160,8 @@ class Emitter:
         """Record and stream one verdict; return the streamed event (``{}`` when nothing is
         streamed). ``extra`` goes into the record's ``extra`` and the event (e.g.
         ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
-        traced = traced_config()
-        if self.log is None and not self.stream and traced is None:
+        lc_config = traced_config()
+        if self.log is None and not self.stream and lc_config is None:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         if self.log is not None:
@@ -175,10 +175,10 @@ class Emitter:
                 target=target,
                 extra=extra,
             )
-        if traced is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
+        if lc_config is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
             head = self.log.head if self.log is not None else None
             verdict_run(
-                traced,
+                lc_config,
                 verdict,
                 step_id=step_id,
                 attempt=attempt,

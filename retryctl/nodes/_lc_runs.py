@@ -120,11 +120,11 @@ def verdict_metadata(
         "retryctl.confidence": verdict.confidence,
     }
     if verdict.evidence.error_class is not None:
-        meta["retryctl.error_class"] = verdict.evidence.error_class
+        meta["retryctl.error.class"] = verdict.evidence.error_class
     if verdict.switch_to is not None:
         meta["retryctl.switch_to"] = verdict.switch_to
     if record_hash is not None:
-        meta["retryctl.record_hash"] = record_hash
+        meta["retryctl.record.hash"] = record_hash
     return meta
 
 

@@ -55,13 +55,13 @@ class TestLangChainRuns:
         for run, rec in zip(runs, logged, strict=True):
             assert f"retry:attempt:{rec['attempt']}" in run.tags
             assert f"retryctl:action:{rec['action']}" in run.tags
-            assert run.meta["retryctl.record_hash"] == rec["hash"]  # the trace links to the audited record
+            assert run.meta["retryctl.record.hash"] == rec["hash"]  # the trace links to the audited record
             assert run.meta["retryctl.confidence"] == rec["confidence"]
             assert run.meta["retryctl.reason"] == rec["reason"]
             assert run.parent is not None  # a child of the node that decided, not a trace of its own
         switch = next(r for r in runs if r.meta["retryctl.action"] == "switch")
         assert switch.meta["retryctl.switch_to"] == "multiply_backup"
-        assert switch.meta["retryctl.error_class"] == "transient"
+        assert switch.meta["retryctl.error.class"] == "transient"
         # The feedback-style score, as a custom event on each verdict run.
         events = recorder.events_named("retryctl.verdict")
         assert [e.run_id for e in events] == [r.run_id for r in runs]

@@ -47,7 +47,7 @@ class TestStepRuns:
         logged = [r for r in read_records(tmp_path / "log.jsonl") if r.kind == "verdict"]
         runs = recorder.verdict_runs()
         assert [r.meta["retryctl.action"] for r in runs] == ["refine", "accept"]
-        assert [r.meta["retryctl.record_hash"] for r in runs] == [r.hash for r in logged]
+        assert [r.meta["retryctl.record.hash"] for r in runs] == [r.hash for r in logged]
         assert "retryctl:action:refine" in runs[0].tags and "retry:attempt:1" in runs[0].tags
         assert "retryctl:action:accept" in runs[1].tags and "retry:attempt:2" in runs[1].tags
         assert runs[1].meta["retryctl.confidence"] == logged[1].confidence
