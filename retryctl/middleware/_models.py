@@ -123,7 +123,7 @@ class ModelCalls:
         # A breaker that only routes has nothing to route to alone: the call goes on as the policy
         # says (retries, then a stop), as it would without one.
         breaker = self.breaker if self.breaker_alone or len(models) > 1 else None
-        step_id = f"model:{sum(isinstance(m, AIMessage) for m in request.messages) + 1}"
+        step_id = model_step_id(request)
         state, first = self.engine.start(list(models))
         next_: Request = first
         rounds: list[AnyMessage] = []  # the refine rounds so far, sent after the request's messages
@@ -446,6 +446,11 @@ class ModelCalls:
 _UNLIMITED = Budget()
 _ESTIMATED = ("samples", "input_tokens", "output_tokens", "usd")
 """The limits a call's estimate is needed for (one attempt is what every call costs anyway)."""
+
+
+def model_step_id(request: ModelRequest[Any]) -> str:
+    """The ``step_id`` of a model call's records: ``model:N``, the agent's N-th answer of the run."""
+    return f"model:{sum(isinstance(m, AIMessage) for m in request.messages) + 1}"
 
 
 def _wall_left(run: Run) -> float | None:

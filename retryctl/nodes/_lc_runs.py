@@ -13,7 +13,8 @@ Where each piece lands, and why there:
   can no longer change. So each verdict is a small run of its own, ``retryctl.verdict`` (a chain run,
   a child of the node or tool call that decided), started and ended at once: tags
   ``retry:attempt:N`` and ``retryctl:action:<action>``, metadata with the confidence, reason, error
-  class, attempt, target, step and the decision-log record's hash (so a trace links to the audited
+  class, attempt, target, step and the decision-log record's hash, under the names the OpenTelemetry
+  spans use (:mod:`retryctl.telemetry.names`) (so a trace links to the audited
   log), and the verdict as its outputs. Any handler sees it in ``on_chain_start``/``on_chain_end``;
   LangSmith and Langfuse show it as a step of the trace with its tags and metadata, filterable by
   tag (``retryctl:action:switch``).
@@ -38,9 +39,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 
 from retryctl.controller import Verdict
+from retryctl.telemetry import names as n
 
 __all__ = [
     "FEEDBACK_KEY",
+    "TARGET",
     "VERDICT_EVENT",
     "VERDICT_RUN",
     "action_tag",
@@ -55,7 +58,9 @@ VERDICT_RUN = "retryctl.verdict"
 """The name of the chain run that carries one verdict."""
 VERDICT_EVENT = "retryctl.verdict"
 """The name of the custom event (``on_custom_event``) carrying the verdict's feedback-style score."""
-FEEDBACK_KEY = "retryctl.confidence"
+TARGET = "retryctl.target"
+"""The metadata key of the model or tool an attempt called (the span of the attempt is named for it)."""
+FEEDBACK_KEY = n.CONFIDENCE
 """The ``key`` of the feedback-style score: the verdict's fused confidence."""
 
 
@@ -97,7 +102,7 @@ def attempt_scope(attempt: int, target: str | None) -> Iterator[None]:
         yield
         return
     tags = [*(config.get("tags") or []), attempt_tag(attempt)]
-    metadata = {**(config.get("metadata") or {}), "retryctl.attempt": attempt, "retryctl.target": target}
+    metadata = {**(config.get("metadata") or {}), n.ATTEMPT: attempt, TARGET: target}
     token = var_child_runnable_config.set({**config, "tags": tags, "metadata": metadata})
     try:
         yield
@@ -111,20 +116,20 @@ def verdict_metadata(
 ) -> dict[str, Any]:
     """What a verdict run's metadata says (flat, scalar values: what every tracer shows)."""
     meta: dict[str, Any] = {
-        "retryctl.action": verdict.action.value,
-        "retryctl.attempt": attempt,
-        "retryctl.target": target,
-        "retryctl.step_id": step_id,
-        "retryctl.run_id": run_id,
-        "retryctl.reason": verdict.reason,
-        "retryctl.confidence": verdict.confidence,
+        n.ACTION: verdict.action.value,
+        n.ATTEMPT: attempt,
+        TARGET: target,
+        n.STEP_ID: step_id,
+        n.RUN_ID: run_id,
+        n.REASON: verdict.reason,
+        n.CONFIDENCE: verdict.confidence,
     }
     if verdict.evidence.error_class is not None:
-        meta["retryctl.error.class"] = verdict.evidence.error_class
+        meta[n.ERROR_CLASS] = verdict.evidence.error_class
     if verdict.switch_to is not None:
-        meta["retryctl.switch_to"] = verdict.switch_to
+        meta[n.SWITCH_TO] = verdict.switch_to
     if record_hash is not None:
-        meta["retryctl.record.hash"] = record_hash
+        meta[n.RECORD_HASH] = record_hash
     return meta
 
 

@@ -14,9 +14,8 @@ import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the dev extra installs the exporter")
 
-from retryctl.telemetry import names
-
 from retryctl.audit import read_records
+from retryctl.telemetry import names
 from tests._phoenix import Phoenix
 from tests.nodes._lc_recorder import Recorder
 from tests.telemetry.phoenix._scenario import APP_SPAN, PARENT_ID, TRACE_ID, Sent, by_id, provider_to, run_all
