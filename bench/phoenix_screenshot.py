@@ -88,7 +88,7 @@ def shoot(url: str, out: Path, size: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "phoenix-trace.png")
-    parser.add_argument("--size", default="1440,900", help="the browser window, WIDTH,HEIGHT")
+    parser.add_argument("--size", default="1440,1000", help="the browser window, WIDTH,HEIGHT")
     parser.add_argument("--keep", action="store_true", help="leave Phoenix up until Enter")
     args = parser.parse_args()
     command = phoenix_command()
