@@ -279,6 +279,8 @@ EVALS = {
 TELEMETRY = {"NO_TRACING", "OTEL_AVAILABLE", "Tracing", "incoming_context", "names"}
 
 TELEMETRY_NAMES = {
+    "BATCH_TASKS",
+    "TASK_ID",
     "ACTION",
     "ATTEMPT",
     "ATTEMPTS",

@@ -150,6 +150,10 @@ class Tracing:
             return None
         provider = self.tracer_provider
         if provider is None:
+            if _api.GLOBAL_READABLE and trace._TRACER_PROVIDER is None:
+                # The API's global, read without get_tracer_provider()'s os.environ lookup: this runs
+                # on every verdict of an application that does not trace.
+                return None
             provider = trace.get_tracer_provider()
             if type(provider) is _api.UNSET_PROVIDER:
                 return None

@@ -14,6 +14,7 @@ __all__ = [
     "ACTION",
     "ATTEMPT",
     "ATTEMPTS",
+    "BATCH_TASKS",
     "BREAKER_OPEN",
     "BREAKER_STATE",
     "BUDGET_LIMIT",
@@ -45,6 +46,7 @@ __all__ = [
     "STOPPING_REASON",
     "STOPPING_RULE",
     "SWITCH_TO",
+    "TASK_ID",
     "TOOL_CALL_ID",
     "TOOL_NAME",
     "TRACER_NAME",
@@ -109,5 +111,9 @@ BREAKER_OPEN: Final = "retryctl.breaker.open"
 """The keys of every breaker open at the verdict."""
 STOPPING_RULE: Final = "retryctl.stopping.rule"
 STOPPING_REASON: Final = "retryctl.stopping.reason"
+BATCH_TASKS: Final = "retryctl.batch.tasks"
+"""On the batch span: the tasks it was given."""
+TASK_ID: Final = "retryctl.task.id"
+"""On a task span: the task's id (its results line's ``id``)."""
 RECORD_HASH: Final = "retryctl.record.hash"
 """The decision-log record's ``hash``: ``retryctl audit`` finds the record from the trace."""
