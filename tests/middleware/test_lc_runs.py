@@ -3,8 +3,11 @@ each attempt's tags and each verdict's run, metadata and feedback-style score.""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.tools import BaseTool, tool
 
 from retryctl.controller import Budget
@@ -93,3 +96,55 @@ class TestLangChainRuns:
         recorder = Recorder()  # attached to nothing: it must hear nothing
         Agent(model, [multiply], controller, mode).ask("6 times 7?")
         assert recorder.starts == [] and recorder.events == []
+
+
+class TestAstreamEvents:
+    """``astream_events``, LangChain's own consumer of the callbacks, shows the verdicts as they come."""
+
+    def test_verdict_runs_and_custom_events_in_the_event_stream(self, tmp_path: Path) -> None:
+        down, _ = _down()
+        model = ScriptedChat(script=[call("multiply", {"a": 6, "b": 7}), say("42")])
+        controller = RetryController(
+            log=tmp_path / "log.jsonl",
+            groups={"arithmetic": [down, multiply_backup]},
+            sleep=lambda s: None,
+            asleep=ano_wait,
+        )
+        agent = Agent(model, [down], controller, "async")
+
+        async def collect() -> list[Any]:
+            inputs = {"messages": [("user", "6 times 7?")]}
+            return [e async for e in agent.graph.astream_events(inputs, agent.config, version="v2")]
+
+        events = asyncio.run(collect())
+        starts = [e for e in events if e["event"] == "on_chain_start" and e["name"] == "retryctl.verdict"]
+        customs = [e for e in events if e["event"] == "on_custom_event" and e["name"] == "retryctl.verdict"]
+        logged = [r for r in records(tmp_path / "log.jsonl") if r["kind"] == "verdict"]
+        assert [s["metadata"]["retryctl.action"] for s in starts] == [r["action"] for r in logged]
+        assert [c["data"]["comment"] for c in customs] == [r["reason"] for r in logged]
+        assert any("retryctl:action:switch" in s["tags"] for s in starts)
+
+    def test_an_async_handler_hears_every_verdict_in_order(self, tmp_path: Path) -> None:
+        # The verdict run is told through LangChain's sync callback manager (a verdict is recorded in
+        # sync code); an async handler's coroutines then run to completion on LangChain's worker loop,
+        # before the call goes on, so none is lost and the order holds.
+        heard: list[str] = []
+
+        class Heard(AsyncCallbackHandler):
+            async def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+                if kw.get("name") == "retryctl.verdict":
+                    heard.append(kw["metadata"]["retryctl.action"])
+
+        down, _ = _down()
+        model = ScriptedChat(script=[call("multiply", {"a": 6, "b": 7}), say("42")])
+        controller = RetryController(
+            log=tmp_path / "log.jsonl",
+            groups={"arithmetic": [down, multiply_backup]},
+            sleep=lambda s: None,
+            asleep=ano_wait,
+        )
+        agent = Agent(model, [down], controller, "async")
+        agent.config = {**agent.config, "callbacks": [Heard()]}
+        agent.ask("6 times 7?")
+        logged = [r["action"] for r in records(tmp_path / "log.jsonl") if r["kind"] == "verdict"]
+        assert heard == logged and "switch" in heard
