@@ -25,13 +25,15 @@ Where each piece lands, and why there:
   ``astream_events``' ``on_custom_event``), whose data is the score plus the same metadata.
 
 Cost: with no callback handler in the context (no tracer, no handler passed in the config) each
-verdict and attempt reads one context variable and stops there.
+verdict and attempt reads one context variable and stops there (0.1-0.2 us a verdict, 0.6 us an
+attempt's ``with``); with one no-op handler a verdict run costs about 60 us
+(``bench/langchain_runs_overhead.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackManager, CallbackManager
@@ -64,6 +66,10 @@ FEEDBACK_KEY = n.CONFIDENCE
 """The ``key`` of the feedback-style score: the verdict's fused confidence."""
 
 
+_NOTHING: AbstractContextManager[None] = nullcontext()
+"""What :func:`attempt_scope` returns when nobody listens (reusable: it holds nothing)."""
+
+
 def attempt_tag(attempt: int) -> str:
     """The tag of attempt ``attempt`` (``retry:attempt:2``), the form LangSmith users filter on."""
     return f"retry:attempt:{attempt}"
@@ -88,10 +94,9 @@ def traced_config() -> RunnableConfig | None:
     return config
 
 
-@contextmanager
-def attempt_scope(attempt: int, target: str | None) -> Iterator[None]:
+def attempt_scope(attempt: int, target: str | None) -> AbstractContextManager[None]:
     """Runs started inside (an attempt's model calls) carry ``retry:attempt:N`` and the attempt's
-    metadata. A no-op when no handler is listening.
+    metadata. With no handler listening, one shared no-op context manager (nothing is built).
 
     It may be entered in a generator across a ``yield`` (the middleware's model-call flow): the
     driver resumes the flow in the same context, so the reset finds its token; a flow dropped
@@ -99,8 +104,12 @@ def attempt_scope(attempt: int, target: str | None) -> Iterator[None]:
     """
     config = traced_config()
     if config is None:
-        yield
-        return
+        return _NOTHING
+    return _tagged(config, attempt, target)
+
+
+@contextmanager
+def _tagged(config: RunnableConfig, attempt: int, target: str | None) -> Iterator[None]:
     tags = [*(config.get("tags") or []), attempt_tag(attempt)]
     metadata = {**(config.get("metadata") or {}), n.ATTEMPT: attempt, TARGET: target}
     token = var_child_runnable_config.set({**config, "tags": tags, "metadata": metadata})
