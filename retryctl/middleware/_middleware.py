@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, cast
 
 from langchain.agents.middleware.types import (
@@ -322,7 +323,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         update also writes the run's record (what it spent so far) to the state."""
         run = self._run(request.state)
         flow = self.models.flow(request, run, _structured_tools(request))
-        with self.runs.saved_at_interrupt(run), self.tracing.step(model_step_id(request)):
+        with self.runs.saved_at_interrupt(run), self._model_span(request):
             response = drive(flow, handler, self.sleep)
             return _recorded(response, run)
 
@@ -334,7 +335,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         """The async twin of :meth:`wrap_model_call`."""
         run = self._run(request.state)
         flow = self.models.flow(request, run, _structured_tools(request))
-        with self.runs.saved_at_interrupt(run), self.tracing.step(model_step_id(request)):
+        with self.runs.saved_at_interrupt(run), self._model_span(request):
             response = await adrive(flow, handler, self.asleep)
             return _recorded(response, run)
 
@@ -359,6 +360,12 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         return cast("ToolMessage | Command[Any]", result)
 
     # -- shared -------------------------------------------------------------------------------------
+
+    def _model_span(self, request: ModelRequest[Any]) -> AbstractContextManager[None]:
+        """The model call's span, ``retryctl.step model:N`` (its name counted only when traced)."""
+        if not self.tracing.active:
+            return nullcontext()
+        return self.tracing.step(model_step_id(request))
 
     def _run(self, state: object) -> Run:
         return self.runs.meet(state)
