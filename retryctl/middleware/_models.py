@@ -244,7 +244,7 @@ class ModelCalls:
         if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
             # One verdict for the answer, on its samples' agreement (a final answer has no checks
             # but "it answered"); what is returned is a draw of the answer the verdict names.
-            verdict, chosen = yield from self._sample(call, run, outcome, judge)
+            verdict, chosen = yield from self._sample(call, run, outcome, judge, act)
             return _Tried(verdict, chosen)
         return _Tried(judge(validators=checks), outcome)
 
@@ -360,6 +360,7 @@ class ModelCalls:
         run: Run,
         first: ModelResponse[Any],
         judge: Callable[..., Verdict],
+        act: Act,
     ) -> Generator[
         ModelRequest[Any] | float,
         ModelResponse[Any] | BaseException | None,
@@ -386,7 +387,8 @@ class ModelCalls:
             if isinstance(held, Exhaustion):
                 break
             run.count("model")
-            drawn = yield call
+            with attempt_scope(act.attempt, act.target):  # a draw of the same attempt, tagged as it is
+                drawn = yield call
             if not isinstance(drawn, ModelResponse):
                 held.commit(Usage(attempts=1, samples=1))
                 break

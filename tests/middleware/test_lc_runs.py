@@ -10,10 +10,10 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.tools import BaseTool, tool
 
-from retryctl.controller import Budget
+from retryctl.controller import Budget, Policy
 from retryctl.middleware import RetryController
 from tests.middleware._scripted import ScriptedChat, call, say
-from tests.middleware._support import Agent, ano_wait, multiply, multiply_backup, records
+from tests.middleware._support import Agent, ano_wait, multiply, multiply_backup, no_wait, records
 from tests.nodes._lc_recorder import Recorder
 
 
@@ -89,6 +89,22 @@ class TestLangChainRuns:
         assert stops, "the budget stop is a verdict run"
         assert all("retryctl:action:stop" in r.tags for r in stops)
         assert any("budget 'attempts'" in r.meta["retryctl.reason"] for r in stops)
+
+    def test_final_answer_draws_carry_their_attempt(self, tmp_path: Path, mode: str) -> None:
+        model = ScriptedChat(script=[say("The answer is 4") for _ in range(4)])
+        policy = Policy(weights={"validators": 1.0, "agreement": 1.0}, min_samples=3, max_samples=3)
+        controller = RetryController(
+            log=tmp_path / "log.jsonl", sample_final=True, model_policy=policy, sleep=no_wait, asleep=ano_wait
+        )
+        agent = Agent(model, [multiply], controller, mode)
+        recorder = Recorder()
+        agent.config = {**agent.config, "callbacks": [recorder]}
+        agent.ask("2 plus 2?")
+        draws = recorder.starts_of("chat_model")
+        assert len(draws) == 3  # the answer and two more draws of it, one verdict
+        assert all("retry:attempt:1" in d.tags and d.meta["retryctl.attempt"] == 1 for d in draws)
+        (verdict,) = recorder.verdict_runs()
+        assert "retryctl:action:accept" in verdict.tags
 
     def test_nothing_is_built_without_handlers(self, tmp_path: Path, mode: str) -> None:
         model = ScriptedChat(script=[say("42")])
