@@ -7,8 +7,9 @@ Where each piece lands, and why there:
   attempt's LangChain model calls) is tagged ``retry:attempt:N`` and carries ``retryctl.attempt`` and
   ``retryctl.target`` in its metadata: :func:`attempt_scope` adds them to the runnable config of the
   context while the attempt runs, which LangChain passes to the runs started inside it (and their
-  children). A tool attempt's own run is not tagged: ``ToolNode`` hands each tool the config it was
-  given, so the context cannot reach it; its verdict run (next item) names the attempt.
+  children). A tool attempt's run gets the same through a copy of its tool carrying them in its own
+  ``tags``/``metadata`` (:func:`tagged_tool_request`): ``ToolNode`` hands each tool its node's config,
+  which the context cannot change.
 - **A verdict** is known only after its attempt ended, when that attempt's run is closed and its tags
   can no longer change. So each verdict is a small run of its own, ``retryctl.verdict`` (a chain run,
   a child of the node or tool call that decided), started and ended at once: tags
@@ -39,6 +40,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackManager, CallbackManager
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from retryctl.controller import Verdict
 from retryctl.telemetry import names as n
@@ -51,6 +53,7 @@ __all__ = [
     "action_tag",
     "attempt_scope",
     "attempt_tag",
+    "tagged_tool_request",
     "traced_config",
     "verdict_metadata",
     "verdict_run",
@@ -118,6 +121,23 @@ def _tagged(config: RunnableConfig, attempt: int, target: str | None) -> Iterato
     finally:
         with suppress(ValueError):  # closed in another context (see above): nothing of ours there
             var_child_runnable_config.reset(token)
+
+
+def tagged_tool_request(request: ToolCallRequest, attempt: int, target: str | None) -> ToolCallRequest:
+    """``request`` with its tool tagged for attempt ``attempt`` (a copy of the tool with the tag and
+    metadata added to its own ``tags``/``metadata``, which LangChain adds to the tool's run). A tool
+    attempt needs this where a model attempt has :func:`attempt_scope`: ``ToolNode`` invokes the tool
+    with its node's config, not the context's. ``request`` itself when no handler is listening."""
+    tool = request.tool
+    if tool is None or traced_config() is None:
+        return request
+    tagged = tool.model_copy(
+        update={
+            "tags": [*(tool.tags or []), attempt_tag(attempt)],
+            "metadata": {**(tool.metadata or {}), n.ATTEMPT: attempt, TARGET: target},
+        }
+    )
+    return request.override(tool=tagged)
 
 
 def verdict_metadata(

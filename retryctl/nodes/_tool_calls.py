@@ -44,6 +44,7 @@ from retryctl.exceptions import ConfigError
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
+from retryctl.nodes._lc_runs import tagged_tool_request
 from retryctl.nodes._tool_call import ToolCallController
 from retryctl.nodes._tool_defer import DeferredLog
 from retryctl.nodes._tool_errors import DEFAULT_HANDLE_TOOL_ERRORS, ErrorHandling, HandleToolErrors
@@ -246,6 +247,7 @@ class ControlledToolCalls:
         prepared, reservation = self.controller.prepare(st, request)
         if not isinstance(prepared, ToolCallRequest):
             return prepared  # a non-idempotent tool's journaled result
+        prepared = tagged_tool_request(prepared, st.flow.attempt, st.flow.target)
         try:
             rerunnable = prepared.tool is None or is_idempotent(prepared.tool)
             result = within(self.timeout_s, execute, prepared, idempotent=rerunnable)
@@ -289,6 +291,7 @@ class ControlledToolCalls:
         prepared, reservation = self.controller.prepare(st, request)
         if not isinstance(prepared, ToolCallRequest):
             return prepared
+        prepared = tagged_tool_request(prepared, st.flow.attempt, st.flow.target)
         try:
             async with yielded_turn():
                 result = await awithin(self.timeout_s, execute(prepared))

@@ -71,6 +71,19 @@ class TestLangChainRuns:
         first = events[0].data
         assert first["key"] == "retryctl.confidence" and first["comment"] == logged[0]["reason"]
         assert runs[0].outputs is not None and runs[0].outputs["feedback"]["score"] == logged[0]["confidence"]
+        # Each tool attempt's own run carries its attempt and target: four on the tool that is down,
+        # the fifth on its backup.
+        tool_runs = recorder.starts_of("tool")
+        assert [(r.meta["retryctl.attempt"], r.meta["retryctl.target"]) for r in tool_runs] == [
+            (1, "multiply"),
+            (2, "multiply"),
+            (3, "multiply"),
+            (4, "multiply"),
+            (5, "multiply_backup"),
+        ]
+        assert [[t for t in r.tags if t.startswith("retry:")] for r in tool_runs] == [
+            [f"retry:attempt:{n}"] for n in range(1, 6)
+        ]
         # The model calls' own runs carry their attempt's tag and metadata.
         model_runs = recorder.starts_of("chat_model")
         assert len(model_runs) == 2

@@ -13,9 +13,10 @@ from langchain_core.messages import AIMessage
 
 from retryctl.audit import read_records
 from retryctl.controller import Policy
-from retryctl.nodes import ControlledStep
+from retryctl.nodes import ControlledStep, ControlledToolNode
 from tests.nodes._lc_recorder import Recorder
-from tests.nodes._support import user
+from tests.nodes._support import Sleeps, user
+from tests.nodes.test_tool_node import Calls, calling, graph_of
 
 
 def _says_42(text: str) -> bool:
@@ -53,3 +54,27 @@ class TestStepRuns:
         assert runs[1].meta["retryctl.confidence"] == logged[1].confidence
         events = recorder.events_named("retryctl.verdict")
         assert [e.data["score"] for e in events] == [r.confidence for r in logged]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+class TestToolNodeRuns:
+    def test_each_tool_attempt_and_verdict(self, mode: str) -> None:
+        node = ControlledToolNode(
+            [Calls().calculator([ConnectionError("down")])], sleep=Sleeps(), asleep=Sleeps().asleep
+        )
+        recorder = Recorder()
+        graph = graph_of(node)
+        config: Any = {"callbacks": [recorder]}
+        if mode == "sync":
+            graph.invoke(calling(("calculator", {"expression": "6*7"})), config)
+        else:
+            asyncio.run(graph.ainvoke(calling(("calculator", {"expression": "6*7"})), config))
+        tools = recorder.starts_of("tool")
+        assert [(t.meta["retryctl.attempt"], t.meta["retryctl.target"]) for t in tools] == [
+            (1, "calculator"),
+            (2, "calculator"),
+        ]
+        assert ["retry:attempt:1" in tools[0].tags, "retry:attempt:2" in tools[1].tags] == [True, True]
+        runs = recorder.verdict_runs()
+        assert [r.meta["retryctl.action"] for r in runs] == ["retry", "accept"]
+        assert "retryctl.record.hash" not in runs[0].meta  # no log: no record to name
