@@ -72,6 +72,11 @@ class TestGatewaySpans:
         assert accepted[names.EVALUATION_SCORE_VALUE] == response.json()["retryctl"]["confidence"]
         assert attrs(answered)[names.STOPPING_RULE]
         assert attrs(answered)[names.BUDGET_USED + "samples"] == 2
+        # What each attempt charged, as the conventions' usage: the response's usage is their sum.
+        usage = response.json()["usage"]
+        charged = sum(attrs(s).get(names.OUTPUT_TOKENS, 0) for s in (retried, answered))
+        assert charged == usage["completion_tokens"] > 0
+        assert names.OUTPUT_TOKENS not in attrs(retried)  # the failed call was charged no tokens
         verdicts = [r for r in read_records(tmp_path / "log.jsonl") if r.kind == "verdict"]
         assert [attrs(s)[names.RECORD_HASH] for s in (retried, answered)] == [r.hash for r in verdicts]
 
