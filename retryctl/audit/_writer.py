@@ -213,9 +213,9 @@ class DecisionLog:
         latency_ms: float,
         target: str | None = None,
         extra: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> str:
         """Append one verdict record as :meth:`record_verdict` does (the same bytes, the same errors),
-        without handing the record back: what the drivers call for each verdict.
+        handing back only its ``hash`` (a trace span carries it): what the drivers call for each verdict.
 
         A verdict logged again (the attempt engine hands out the same verdict object for the same
         plain outcome) is encoded once: its later records only fill in the call's fields
@@ -235,9 +235,8 @@ class DecisionLog:
                     extra=extra,
                 )
                 if parts is not None:
-                    self._sink.msg_around_head(*parts)
-                    return
-        self.record_verdict(
+                    return self._sink.msg_around_head(*parts)
+        written = self.record_verdict(
             verdict,
             run_id=run_id,
             step_id=step_id,
@@ -247,6 +246,7 @@ class DecisionLog:
             target=target,
             extra=extra,
         )
+        return str(written["hash"])
 
     def _line_of(self, verdict: Verdict) -> VerdictLine | None:
         held = self._lines.get(id(verdict))

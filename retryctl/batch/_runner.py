@@ -64,6 +64,7 @@ from retryctl.controller import (
 )
 from retryctl.exceptions import ConfigError
 from retryctl.nodes._backoff import WaitRetryAfter
+from retryctl.telemetry import Tracing, names
 
 if TYPE_CHECKING:
     pass
@@ -137,8 +138,31 @@ async def run_batch(
     on_done: Callable[[dict[str, Any]], None] | None = None,
     asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
+    tracer_provider: Any = None,
 ) -> BatchOutcome:
-    """Run ``graph`` on every task, appending each result to ``results`` as it finishes."""
+    """Run ``graph`` on every task, appending each result to ``results`` as it finishes.
+
+    ``tracer_provider``: the OpenTelemetry provider of the batch's spans (``None``: the application's
+    global one, if set; :mod:`retryctl.telemetry`): one ``retryctl.batch`` span, a ``retryctl.task
+    <id>`` child per task, in which the graph's own spans (its steps' attempts, its tool calls) nest."""
+    tracing = Tracing(tracer_provider)
+    with tracing.span(names.SPAN_BATCH, {names.BATCH_TASKS: len(tasks)}):
+        return await _run_all(
+            graph, tasks, results, config=config, on_done=on_done, asleep=asleep, clock=clock, tracing=tracing
+        )
+
+
+async def _run_all(
+    graph: Invocable,
+    tasks: Sequence[Task],
+    results: ResultsFile,
+    *,
+    config: BatchConfig,
+    on_done: Callable[[dict[str, Any]], None] | None,
+    asleep: Callable[[float], Awaitable[None]],
+    clock: Callable[[], float],
+    tracing: Tracing,
+) -> BatchOutcome:
     outcome = BatchOutcome()
     invoke = _invoker(graph)
     breaker = BatchBreaker(config.breaker_k)
@@ -168,7 +192,9 @@ async def run_batch(
         cancelled = False
         async with turn.hold(ticket) if turn is not None else contextlib.nullcontext():
             try:
-                line = await _run_task(invoke, task, config, asleep, clock)
+                # The successor starts in the finally below, outside this span: a sibling, not a child.
+                with tracing.span(f"{names.SPAN_TASK} {task.id}", {names.TASK_ID: task.id}):
+                    line = await _run_task(invoke, task, config, asleep, clock)
                 line.update((k, v) for k, v in config.line_fields.items() if k not in line)
                 results.append(line)
                 outcome.lines.append(line)

@@ -51,6 +51,7 @@ from retryctl.nodes._observe import best_candidate, leader_token_confidence, tal
 from retryctl.nodes._outlook import outlook
 from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
 from retryctl.nodes._state import CandidateRecord
+from retryctl.telemetry import NO_TRACING, Tracing
 
 __all__ = ["Decided", "OwnFaults", "decide_request"]
 
@@ -162,10 +163,13 @@ async def decide_request(
     log: DecisionLog | None = None,
     calibration: CalibrationChoice | None = None,
     faults: OwnFaults | None = None,
+    tracing: Tracing = NO_TRACING,
 ) -> Decided:
     """Sample ``messages`` adaptively under ``options`` until the engine finishes (see the module doc);
     ``calibration`` maps the confidence before the threshold, and its label goes in every record;
-    ``faults`` judges a 500 the upstream repeated word for word (without it: the request's own)."""
+    ``faults`` judges a 500 the upstream repeated word for word (without it: the request's own);
+    ``tracing``: each attempt a span (in the request's span, when the caller opened one), each verdict
+    an event on it."""
     policy = options.controller_policy(calibration.calibration if calibration is not None else None)
     extra = {"calibration": calibration.label} if calibration is not None else None
     engine = AttemptEngine(
@@ -206,62 +210,73 @@ async def decide_request(
         )
         began = clock()
         before = ledger.snapshot().used
-        tried = await _attempt(backend, messages, loop, breaker, tokens, faults=faults)
-        latency_ms = (clock() - began) * 1000.0
-        out = tried.outcome
-        leader = out.stop.leader if out.stop is not None else None
-        samples += len(out.candidates)
-        breakers = breaker.snapshot()[0] if breaker is not None else {}
-        snapshot = ledger.snapshot()
-        verdict = engine.judge(
-            state,
-            tally=tally_of(out.candidates, policy.max_samples),
-            stop=out.stop,
-            signals=[leader_token_confidence(out.candidates, leader)] if out.candidates else [],
-            error=out.error,
-            budget_used=snapshot.used,
-            budget_limit=snapshot.limit,
-            budget_scope="step",  # the request's own ledger: one step
-            budget_charged=charged_between(before, snapshot.used),
-            exhausted=out.exhausted,
-            breakers=breakers,
-            notes=out.notes,
-            # No retry or refine the request's budget cannot pay for (nor its backoff's wait).
-            **outlook(
-                [ledger],
-                messages,
-                [target],
-                min_samples=policy.min_samples,
-                max_samples=policy.max_samples,
-                schedule=schedule,
-                prices=None,
-            ),
-        )
-        answers = [c["answer"] for c in out.candidates]
-        votes = sum(1 for c in out.candidates if not c.get("cut") and not c.get("repeat"))
-        history.append(
-            {
-                "attempt": state.attempt,
-                "action": verdict.action.value,
-                "samples": len(answers),
-                "votes": votes,
-                "answers": answers,
-            }
-        )
-        if log is not None:
-            summary: dict[str, Any] = {"n": len(answers), "answers": answers}
-            chosen = best_candidate(out.candidates, leader)
-            if chosen is not None:  # the draw the response carries, should this verdict end it
-                summary["chosen"] = next(i for i, c in enumerate(out.candidates) if c is chosen)
-            log.record_verdict(
+        with tracing.attempt(target, state.attempt):
+            tried = await _attempt(backend, messages, loop, breaker, tokens, faults=faults)
+            latency_ms = (clock() - began) * 1000.0
+            out = tried.outcome
+            leader = out.stop.leader if out.stop is not None else None
+            samples += len(out.candidates)
+            breakers = breaker.snapshot()[0] if breaker is not None else {}
+            snapshot = ledger.snapshot()
+            verdict = engine.judge(
+                state,
+                tally=tally_of(out.candidates, policy.max_samples),
+                stop=out.stop,
+                signals=[leader_token_confidence(out.candidates, leader)] if out.candidates else [],
+                error=out.error,
+                budget_used=snapshot.used,
+                budget_limit=snapshot.limit,
+                budget_scope="step",  # the request's own ledger: one step
+                budget_charged=charged_between(before, snapshot.used),
+                exhausted=out.exhausted,
+                breakers=breakers,
+                notes=out.notes,
+                # No retry or refine the request's budget cannot pay for (nor its backoff's wait).
+                **outlook(
+                    [ledger],
+                    messages,
+                    [target],
+                    min_samples=policy.min_samples,
+                    max_samples=policy.max_samples,
+                    schedule=schedule,
+                    prices=None,
+                ),
+            )
+            answers = [c["answer"] for c in out.candidates]
+            votes = sum(1 for c in out.candidates if not c.get("cut") and not c.get("repeat"))
+            history.append(
+                {
+                    "attempt": state.attempt,
+                    "action": verdict.action.value,
+                    "samples": len(answers),
+                    "votes": votes,
+                    "answers": answers,
+                }
+            )
+            record: dict[str, Any] = {}
+            if log is not None:
+                summary: dict[str, Any] = {"n": len(answers), "answers": answers}
+                chosen = best_candidate(out.candidates, leader)
+                if chosen is not None:  # the draw the response carries, should this verdict end it
+                    summary["chosen"] = next(i for i, c in enumerate(out.candidates) if c is chosen)
+                record = log.record_verdict(
+                    verdict,
+                    run_id=run_id,
+                    step_id=STEP_ID,
+                    attempt=state.attempt,
+                    target=target,
+                    candidates_summary=summary,
+                    latency_ms=latency_ms,
+                    extra=extra,
+                )
+            tracing.verdict(
                 verdict,
-                run_id=run_id,
-                step_id=STEP_ID,
                 attempt=state.attempt,
                 target=target,
-                candidates_summary=summary,
+                step_id=STEP_ID,
+                run_id=run_id,
                 latency_ms=latency_ms,
-                extra=extra,
+                record_hash=record.get("hash"),
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
     used = ledger.snapshot().used

@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 from retryctl.audit import DecisionLog
 from retryctl.controller import Breaker
 from retryctl.exceptions import BreakerOpen, ConfigError
-from retryctl.gateway._adaptive import Decided, decide_request
+from retryctl.gateway._adaptive import STEP_ID, Decided, decide_request
 from retryctl.gateway._completion import candidate_choice, completion, sse_chunks
 from retryctl.gateway._config import GatewayConfig
 from retryctl.gateway._errors import ApiError, from_fault
@@ -39,6 +39,8 @@ from retryctl.gateway._rewrite import public_error
 from retryctl.gateway._upstream import EmbeddedUpstream, Forwarded, HttpUpstream, Upstream
 from retryctl.models import Candidate, RepeatedFault, normalise_messages
 from retryctl.nodes._events import new_run_id
+from retryctl.telemetry import Tracing, incoming_context
+from retryctl.telemetry import names as otel_names
 
 __all__ = ["CONFIG_ENV", "Gateway", "app_from_env", "create_app"]
 
@@ -63,8 +65,12 @@ class Gateway:
         upstream: Upstream | None = None,
         breaker: Breaker | None = None,
         log: DecisionLog | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         self.config = config
+        self.tracing = Tracing(tracer_provider)
+        """Spans of adaptive requests (:mod:`retryctl.telemetry`): the global provider's unless given.
+        A request's ``traceparent`` is continued (the application's global propagator reads it)."""
         self.retry = config.retry_settings()  # one for the proxy and every adaptive request
         self.breaker = breaker if breaker is not None else config.breaker()
         self.upstream = upstream if upstream is not None else self._upstream()
@@ -130,7 +136,7 @@ class Gateway:
                     code="model_not_found",
                 )
             if chat.adaptive:
-                return await self._adaptive(chat)
+                return await self._adaptive(chat, request)
             forwarded = await self.upstream.forward(body, chat)
             if forwarded.chunks is None:
                 return Response(
@@ -156,7 +162,18 @@ class Gateway:
     def _release(self) -> None:
         self.in_flight -= 1
 
-    async def _adaptive(self, chat: ChatRequest) -> Response:
+    async def _adaptive(self, chat: ChatRequest, request: Request) -> Response:
+        if not self.tracing.active:
+            return await self._decided(chat)
+        # The caller's trace goes on here: the request's traceparent, or the span of a server
+        # instrumentation that already continued it.
+        attributes = {otel_names.OPERATION_NAME: "chat", otel_names.REQUEST_MODEL: self.upstream.name}
+        with self.tracing.step(
+            STEP_ID, kind="model", attributes=attributes, context=incoming_context(request.headers)
+        ):
+            return await self._decided(chat)
+
+    async def _decided(self, chat: ChatRequest) -> Response:
         if isinstance(self.upstream, HttpUpstream):
             await self.upstream.while_probing()  # a half-open breaker's probe decides for this one too
         run_id = new_run_id()
@@ -180,6 +197,7 @@ class Gateway:
             log=self.log,
             calibration=self.calibration,
             faults=faults,
+            tracing=self.tracing,
         )
         if decided.chosen is None:
             raise self._nothing_drawn(decided)

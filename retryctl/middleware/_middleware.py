@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, cast
 
 from langchain.agents.middleware.types import (
@@ -37,7 +38,7 @@ from retryctl.exceptions import ConfigError
 from retryctl.middleware._carry import read_record
 from retryctl.middleware._config import MiddlewareArguments, check_fallbacks, group_tools
 from retryctl.middleware._drive import adrive, drive
-from retryctl.middleware._models import ModelCalls
+from retryctl.middleware._models import ModelCalls, model_step_id
 from retryctl.middleware._runs import RUN_KEY, RetryControlState, Run, RunBook
 from retryctl.middleware._tools import ToolCalls
 from retryctl.nodes._arguments import check_arguments, waits
@@ -46,6 +47,7 @@ from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
 from retryctl.nodes._tool_calls import TOOL_POLICY, ControlledToolCalls
 from retryctl.nodes._tool_state import ArgsAdapter, ResultValidator, ToolResult
+from retryctl.telemetry import Tracing
 
 __all__ = ["MODEL_BREAKER", "MODEL_POLICY", "RetryController"]
 
@@ -160,6 +162,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         asleep: Callable[[float], Awaitable[None]] | None = None,
         retry_on: RetryOn | None = None,
         classify: ClassifyHook | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         """Every argument is optional and keyword-only.
 
@@ -177,6 +180,9 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
           that exists: a missing one is a ``ConfigError`` naming it); every verdict is
           a record (``retryctl audit`` verifies the file). ``stream_events``: also write each verdict
           to LangGraph's custom stream (``stream_mode="custom"``).
+        - ``tracer_provider``: the OpenTelemetry tracer provider of the spans (a span per model call
+          and tool call, a child per attempt, the verdict an event on it: :mod:`retryctl.telemetry`);
+          ``None`` (the default): the application's global provider, if it set one (retryctl sets none).
         - ``breaker``: the tools' :class:`~retryctl.controller.Breaker`, keyed by tool name (none by
           default).
         - ``model_breaker``: the models' breaker, keyed by model name, on by default with
@@ -238,7 +244,9 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             log=log,
         )
         self.log = args.log
-        self.emitter = Emitter(self.log, stream=stream_events)
+        self.tracing = Tracing(tracer_provider)
+        """The spans of the agent's model and tool calls (:mod:`retryctl.telemetry`)."""
+        self.emitter = Emitter(self.log, stream=stream_events, tracing=self.tracing)
         self.groups: dict[str, list[BaseTool | str]] = dict(args.groups or {})
         self.tools = group_tools(self.groups)
         journal = journal if journal is not None else MemoryToolJournal()
@@ -315,7 +323,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         update also writes the run's record (what it spent so far) to the state."""
         run = self._run(request.state)
         flow = self.models.flow(request, run, _structured_tools(request))
-        with self.runs.saved_at_interrupt(run):
+        with self.runs.saved_at_interrupt(run), self._model_span(request):
             response = drive(flow, handler, self.sleep)
             return _recorded(response, run)
 
@@ -327,7 +335,7 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         """The async twin of :meth:`wrap_model_call`."""
         run = self._run(request.state)
         flow = self.models.flow(request, run, _structured_tools(request))
-        with self.runs.saved_at_interrupt(run):
+        with self.runs.saved_at_interrupt(run), self._model_span(request):
             response = await adrive(flow, handler, self.asleep)
             return _recorded(response, run)
 
@@ -352,6 +360,12 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
         return cast("ToolMessage | Command[Any]", result)
 
     # -- shared -------------------------------------------------------------------------------------
+
+    def _model_span(self, request: ModelRequest[Any]) -> AbstractContextManager[None]:
+        """The model call's span, ``retryctl.step model:N`` (its name counted only when traced)."""
+        if not self.tracing.active:
+            return nullcontext()
+        return self.tracing.step(model_step_id(request))
 
     def _run(self, state: object) -> Run:
         return self.runs.meet(state)

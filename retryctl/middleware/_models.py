@@ -60,6 +60,7 @@ from retryctl.middleware._runs import Run
 from retryctl.models._client_retries import without_client_retries
 from retryctl.nodes._events import Emitter, charged_between
 from retryctl.nodes._interrupt import ask, ask_payload, reply_extra
+from retryctl.nodes._lc_runs import attempt_scope
 
 __all__ = ["Flow", "ModelCalls"]
 
@@ -122,7 +123,7 @@ class ModelCalls:
         # A breaker that only routes has nothing to route to alone: the call goes on as the policy
         # says (retries, then a stop), as it would without one.
         breaker = self.breaker if self.breaker_alone or len(models) > 1 else None
-        step_id = f"model:{sum(isinstance(m, AIMessage) for m in request.messages) + 1}"
+        step_id = model_step_id(request)
         state, first = self.engine.start(list(models))
         next_: Request = first
         rounds: list[AnyMessage] = []  # the refine rounds so far, sent after the request's messages
@@ -227,7 +228,8 @@ class ModelCalls:
         if isinstance(held, Exhaustion):
             return _Tried(judge(exhausted=held))
         run.count("model")
-        outcome = yield call
+        with attempt_scope(act.attempt, act.target):  # the call's run is tagged retry:attempt:N
+            outcome = yield call
         if isinstance(outcome, BaseException):
             held.commit(Usage(attempts=1, samples=1))  # a call that failed still cost an attempt
             return self._failed(outcome, act.target, notes, judge, breaker)
@@ -242,7 +244,7 @@ class ModelCalls:
         if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
             # One verdict for the answer, on its samples' agreement (a final answer has no checks
             # but "it answered"); what is returned is a draw of the answer the verdict names.
-            verdict, chosen = yield from self._sample(call, run, outcome, judge)
+            verdict, chosen = yield from self._sample(call, run, outcome, judge, act)
             return _Tried(verdict, chosen)
         return _Tried(judge(validators=checks), outcome)
 
@@ -358,6 +360,7 @@ class ModelCalls:
         run: Run,
         first: ModelResponse[Any],
         judge: Callable[..., Verdict],
+        act: Act,
     ) -> Generator[
         ModelRequest[Any] | float,
         ModelResponse[Any] | BaseException | None,
@@ -384,7 +387,8 @@ class ModelCalls:
             if isinstance(held, Exhaustion):
                 break
             run.count("model")
-            drawn = yield call
+            with attempt_scope(act.attempt, act.target):  # a draw of the same attempt, tagged as it is
+                drawn = yield call
             if not isinstance(drawn, ModelResponse):
                 held.commit(Usage(attempts=1, samples=1))
                 break
@@ -444,6 +448,11 @@ class ModelCalls:
 _UNLIMITED = Budget()
 _ESTIMATED = ("samples", "input_tokens", "output_tokens", "usd")
 """The limits a call's estimate is needed for (one attempt is what every call costs anyway)."""
+
+
+def model_step_id(request: ModelRequest[Any]) -> str:
+    """The ``step_id`` of a model call's records: ``model:N``, the agent's N-th answer of the run."""
+    return f"model:{sum(isinstance(m, AIMessage) for m in request.messages) + 1}"
 
 
 def _wall_left(run: Run) -> float | None:

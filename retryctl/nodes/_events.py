@@ -24,6 +24,8 @@ from langgraph.config import get_stream_writer
 
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
+from retryctl.nodes._lc_runs import traced_config, verdict_run
+from retryctl.telemetry import NO_TRACING, Tracing
 
 __all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "charged_between", "new_run_id", "run_id_from_config"]
 
@@ -134,16 +136,20 @@ def _write(event: dict[str, Any]) -> None:
 
 
 class Emitter:
-    """Writes each verdict to the decision log (when there is one) and to the custom stream.
+    """Writes each verdict to the decision log (when there is one), to the custom stream and to the
+    trace (``tracing``: the attempt's span, with the record's hash; see :mod:`retryctl.telemetry`).
 
     The stream writer and the run id (:func:`run_id_from_config`) come from LangGraph's context;
     outside a graph (a tool node invoked on its own) the stream part is skipped, and so it is with
     ``stream=False`` (the tool node's default: its custom stream carries only what the tools write).
     """
 
-    def __init__(self, log: DecisionLog | None = None, *, stream: bool = True) -> None:
+    def __init__(
+        self, log: DecisionLog | None = None, *, stream: bool = True, tracing: Tracing = NO_TRACING
+    ) -> None:
         self.log = log
         self.stream = stream
+        self.tracing = tracing
 
     def verdict(
         self,
@@ -159,11 +165,14 @@ class Emitter:
         """Record and stream one verdict; return the streamed event (``{}`` when nothing is
         streamed). ``extra`` goes into the record's ``extra`` and the event (e.g.
         ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
-        if self.log is None and not self.stream:
+        traced = self.tracing.active
+        lc_config = traced_config()
+        if self.log is None and not self.stream and not traced and lc_config is None:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
+        digest: str | None = None
         if self.log is not None:
-            self.log.append_verdict(
+            digest = self.log.append_verdict(
                 verdict,
                 run_id=run_id,
                 step_id=step_id,
@@ -172,6 +181,26 @@ class Emitter:
                 latency_ms=latency_ms,
                 target=target,
                 extra=extra,
+            )
+        if lc_config is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
+            verdict_run(
+                lc_config,
+                verdict,
+                step_id=step_id,
+                attempt=attempt,
+                target=target,
+                record_hash=digest,
+                run_id=run_id,
+            )
+        if traced:
+            self.tracing.verdict(
+                verdict,
+                attempt=attempt,
+                target=target,
+                step_id=step_id,
+                run_id=run_id,
+                latency_ms=latency_ms,
+                record_hash=digest,
             )
         if not self.stream:
             return {}  # the event (a second dump of the verdict) is built only for the stream

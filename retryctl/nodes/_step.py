@@ -46,6 +46,7 @@ from retryctl.models._messages import Message, normalise_messages
 from retryctl.nodes._arguments import DriverArguments, check_arguments, model_backends, waits
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter, charged_between
+from retryctl.nodes._lc_runs import attempt_scope
 from retryctl.nodes._observe import (
     Validator,
     best_candidate,
@@ -82,6 +83,7 @@ from retryctl.nodes._state import (
 )
 from retryctl.nodes._step_routes import StepRoutes
 from retryctl.runtime import verify
+from retryctl.telemetry import Tracing
 
 __all__ = ["ControlledStep"]
 
@@ -132,7 +134,10 @@ class ControlledStep(StepRoutes):
     verdict ends the step with status ``needs_user`` instead of pausing it with ``interrupt()``.
     ``retry_on`` (exception classes or a predicate, LangChain's meaning: what does not match is never
     retried) and ``classify`` (a function of the exception returning an ``ErrorClass``, or ``None`` for
-    the default) judge a failed draw (see :func:`~retryctl.controller.error_classifier`). Every argument
+    the default) judge a failed draw (see :func:`~retryctl.controller.error_classifier`).
+    ``tracer_provider``: the OpenTelemetry provider of the attempts' spans (``None``: the application's
+    global one, if set; :mod:`retryctl.telemetry`): each attempt a span named for its model, in the span
+    current where the step runs, with its verdict as an event. Every argument
     is checked here (:mod:`retryctl.nodes._arguments`): a wrong one is a
     :class:`~retryctl.exceptions.ConfigError` naming it.
     """
@@ -159,6 +164,7 @@ class ControlledStep(StepRoutes):
         interactive: bool = True,
         retry_on: RetryOn | None = None,
         classify: ClassifyHook | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         # Checked here, where the field can be named, not at the first draw deep inside a graph run.
         group = model_backends(models)
@@ -196,7 +202,7 @@ class ControlledStep(StepRoutes):
         self.sleep, self.asleep = waits(sleep, asleep)
         self.step_id = step_id
         self.interactive = interactive
-        self.emitter = Emitter(args.log)
+        self.emitter = Emitter(args.log, tracing=Tracing(tracer_provider))
         self.classifier = error_classifier(retry_on=retry_on, classify=classify)
         self.engine = AttemptEngine(
             policy=self.policy,
@@ -348,13 +354,17 @@ class ControlledStep(StepRoutes):
         att = self._begin(state)
         if att.refused is not None:
             return self._finish(att, SampleOutcome(error=classify(att.refused)))
-        return self._finish(att, run_sync(self._sampling(att), att.backend, att.prompt))
+        with attempt_scope(att.attempt, att.target):  # its LangChain runs are tagged retry:attempt:N
+            out = run_sync(self._sampling(att), att.backend, att.prompt)
+        return self._finish(att, out)
 
     async def _aact(self, state: StepState) -> Command[str]:
         att = self._begin(state)
         if att.refused is not None:
             return self._finish(att, SampleOutcome(error=classify(att.refused)))
-        return self._finish(att, await run_async(self._sampling(att), att.backend, att.prompt))
+        with attempt_scope(att.attempt, att.target):
+            out = await run_async(self._sampling(att), att.backend, att.prompt)
+        return self._finish(att, out)
 
     # -- assess -------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import asyncio
 import copy
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
@@ -44,11 +44,14 @@ from retryctl.exceptions import ConfigError
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._events import Emitter
 from retryctl.nodes._journal import MemoryToolJournal, ToolJournal
+from retryctl.nodes._lc_runs import tagged_tool_request
 from retryctl.nodes._tool_call import ToolCallController
 from retryctl.nodes._tool_defer import DeferredLog
 from retryctl.nodes._tool_errors import DEFAULT_HANDLE_TOOL_ERRORS, ErrorHandling, HandleToolErrors
 from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, ToolResult, is_idempotent
 from retryctl.nodes._tool_timeout import awithin, within
+from retryctl.telemetry import Tracing
+from retryctl.telemetry import names as otel_names
 
 __all__ = ["TOOL_POLICY", "AsyncExecute", "ControlledToolCalls", "Execute"]
 
@@ -115,6 +118,7 @@ class ControlledToolCalls:
         result_key: str | None = None,
         retry_on: RetryOn | None = None,
         classify: ClassifyHook | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         """Everything a controlled call needs; every argument but ``tools`` is optional.
 
@@ -154,6 +158,9 @@ class ControlledToolCalls:
           function of the exception returning an :class:`~retryctl.controller.ErrorClass` (or a
           ``Classification``), or ``None`` for the default. Both are read by
           :func:`~retryctl.controller.error_classifier`.
+        - ``tracer_provider``: the OpenTelemetry tracer provider of the spans (``retryctl.tool
+          <name>``, an attempt span per attempt; :mod:`retryctl.telemetry`); ``None``: the
+          application's global one, if it set one. With ``emitter``, the emitter's tracing is used.
 
         ``wrap`` and ``awrap`` may run concurrently for the calls of one step; one instance serves
         any number of graphs and runs.
@@ -185,7 +192,9 @@ class ControlledToolCalls:
             policy=policy,
             breaker=breaker,
             ledger=ledger,
-            emitter=emitter if emitter is not None else Emitter(_deferred(log), stream=stream_events),
+            emitter=emitter
+            if emitter is not None
+            else Emitter(_deferred(log), stream=stream_events, tracing=Tracing(tracer_provider)),
             journal=journal if journal is not None else MemoryToolJournal(),
             errors=ErrorHandling(handle_tool_errors),
             messages_key=messages_key,
@@ -194,6 +203,7 @@ class ControlledToolCalls:
             clock=clock,
             classifier=classifier,
         )
+        self.tracing = self.controller.emitter.tracing
 
     def with_ledger(self, ledger: Ledger | StepLedger | None) -> ControlledToolCalls:
         """The same settings, charging ``ledger`` (a view per agent run: nothing that one run writes is
@@ -209,32 +219,35 @@ class ControlledToolCalls:
         """Run ``request`` under the controller; ``execute`` runs one attempt (any number of times)."""
         if request.tool is None:  # an unknown tool: execute's own error message lists the valid ones
             return execute(request)
-        st = self.controller.begin(request)
-        if not isinstance(st, CallState):
-            return st
-        step: ToolResult | Act | Sleep | None = None
-        if st.pending_ask is not None:
-            step = self.controller.ask(st, _pending(st))
-        while True:
-            if isinstance(step, Sleep):
-                self.sleep(step.seconds)
-            elif step is not None and not isinstance(step, Act):
-                return step
-            step = self.controller.after(st, self._attempt(st, request, execute))
+        with self.tracing.step(request.tool_call["name"], kind="tool", attributes=_call_attributes(request)):
+            st = self.controller.begin(request)
+            if not isinstance(st, CallState):
+                return st
+            step: ToolResult | Act | Sleep | None = None
+            if st.pending_ask is not None:
+                step = self.controller.ask(st, _pending(st))
+            while True:
+                if isinstance(step, Sleep):
+                    self.sleep(step.seconds)
+                elif step is not None and not isinstance(step, Act):
+                    return step
+                step = self.controller.after(st, self._attempt(st, request, execute))
 
     def _attempt(self, st: CallState, request: ToolCallRequest, execute: Execute) -> Verdict:
-        try:
-            result = self._once(st, request, execute)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return self.controller.on_failure(st, exc)
-        return self.controller.on_success(st, result)
+        with self.tracing.attempt(st.flow.target, st.flow.attempt):
+            try:
+                result = self._once(st, request, execute)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                return self.controller.on_failure(st, exc)
+            return self.controller.on_success(st, result)
 
     def _once(self, st: CallState, request: ToolCallRequest, execute: Execute) -> ToolResult:
         prepared, reservation = self.controller.prepare(st, request)
         if not isinstance(prepared, ToolCallRequest):
             return prepared  # a non-idempotent tool's journaled result
+        prepared = tagged_tool_request(prepared, st.flow.attempt, st.flow.target)
         try:
             rerunnable = prepared.tool is None or is_idempotent(prepared.tool)
             result = within(self.timeout_s, execute, prepared, idempotent=rerunnable)
@@ -249,33 +262,36 @@ class ControlledToolCalls:
         """:meth:`wrap` for ``ainvoke``: ``execute`` is awaited, waits use ``asleep``."""
         if request.tool is None:
             return await execute(request)
-        st = self.controller.begin(request)
-        if not isinstance(st, CallState):
-            return st
-        step: ToolResult | Act | Sleep | None = None
-        if st.pending_ask is not None:
-            step = self.controller.ask(st, _pending(st))
-        while True:
-            if isinstance(step, Sleep):
-                async with yielded_turn():  # a batch's other tasks run while this call waits
-                    await self.asleep(step.seconds)
-            elif step is not None and not isinstance(step, Act):
-                return step
-            step = self.controller.after(st, await self._aattempt(st, request, execute))
+        with self.tracing.step(request.tool_call["name"], kind="tool", attributes=_call_attributes(request)):
+            st = self.controller.begin(request)
+            if not isinstance(st, CallState):
+                return st
+            step: ToolResult | Act | Sleep | None = None
+            if st.pending_ask is not None:
+                step = self.controller.ask(st, _pending(st))
+            while True:
+                if isinstance(step, Sleep):
+                    async with yielded_turn():  # a batch's other tasks run while this call waits
+                        await self.asleep(step.seconds)
+                elif step is not None and not isinstance(step, Act):
+                    return step
+                step = self.controller.after(st, await self._aattempt(st, request, execute))
 
     async def _aattempt(self, st: CallState, request: ToolCallRequest, execute: AsyncExecute) -> Verdict:
-        try:
-            result = await self._aonce(st, request, execute)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return self.controller.on_failure(st, exc)
-        return self.controller.on_success(st, result)
+        with self.tracing.attempt(st.flow.target, st.flow.attempt):
+            try:
+                result = await self._aonce(st, request, execute)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                return self.controller.on_failure(st, exc)
+            return self.controller.on_success(st, result)
 
     async def _aonce(self, st: CallState, request: ToolCallRequest, execute: AsyncExecute) -> ToolResult:
         prepared, reservation = self.controller.prepare(st, request)
         if not isinstance(prepared, ToolCallRequest):
             return prepared
+        prepared = tagged_tool_request(prepared, st.flow.attempt, st.flow.target)
         try:
             async with yielded_turn():
                 result = await awithin(self.timeout_s, execute(prepared))
@@ -289,6 +305,12 @@ def _deferred(log: DecisionLog | None) -> DecisionLog | None:
     # Inside a node pass its records wait for the pass to end (see _tool_defer); Emitter calls only
     # append_verdict, which DeferredLog has.
     return None if log is None else cast("DecisionLog", DeferredLog(log))
+
+
+def _call_attributes(request: ToolCallRequest) -> dict[str, Any]:
+    """The tool span's own attributes: the call's id (``gen_ai.tool.call.id``)."""
+    call_id = request.tool_call.get("id")
+    return {otel_names.TOOL_CALL_ID: call_id} if call_id else {}
 
 
 def _pending(st: CallState) -> Verdict:

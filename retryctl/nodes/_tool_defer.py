@@ -65,13 +65,14 @@ class DeferredLog:
         pending[0].append(lambda: self.log.record_verdict(verdict, **fields))
         return {}
 
-    def append_verdict(self, verdict: Any, **fields: Any) -> None:
-        """Append the record now, or at the end of the pass."""
+    def append_verdict(self, verdict: Any, **fields: Any) -> str | None:
+        """Append the record now and return its hash, or at the end of the pass (``None``: its hash is
+        not known yet)."""
         pending = _PENDING.get()
         if pending is None:
-            self.log.append_verdict(verdict, **fields)
-        else:
-            pending[0].append(lambda: self.log.append_verdict(verdict, **fields))
+            return self.log.append_verdict(verdict, **fields)
+        pending[0].append(lambda: self.log.append_verdict(verdict, **fields))
+        return None
 
 
 def put_later(journal: ToolJournal, key: str, record: dict[str, Any]) -> None:

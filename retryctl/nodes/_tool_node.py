@@ -70,7 +70,8 @@ class ControlledToolNode(ToolNode):
     other nodes (a ``ControlledStep``'s ``run_ledger``), charged too (with ``budget``, the node's calls
     are a step of it named after the node). ``log`` is a :class:`~retryctl.audit.DecisionLog` or the
     path of one. ``adapters``, ``validators``, ``policy``, ``breaker``, ``journal``, ``backoff``,
-    ``sleep``, ``asleep``, ``clock``, ``timeout_s``, ``result_key`` and ``stream_events`` are those of
+    ``sleep``, ``asleep``, ``clock``, ``timeout_s``, ``result_key``, ``stream_events`` and
+    ``tracer_provider`` (OpenTelemetry spans: :mod:`retryctl.telemetry`) are those of
     :class:`~retryctl.nodes.ControlledToolCalls` (read its constructor's docstring); a ``sleep`` given
     alone also serves ``ainvoke``, in a worker thread. ``ledger`` is the former name of
     ``run_ledger`` (deprecated). Every argument is checked here: a wrong one is a
@@ -120,6 +121,7 @@ class ControlledToolNode(ToolNode):
         ledger: Ledger | StepLedger | None = None,
         retry_on: RetryOn | None = None,
         classify: ClassifyHook | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         if ledger is not None:
             warnings.warn(
@@ -197,6 +199,7 @@ class ControlledToolNode(ToolNode):
             handle_tool_errors=handle_tool_errors,
             messages_key=messages_key,
             result_key=result_key,
+            tracer_provider=tracer_provider,
             retry_on=retry_on,
             classify=classify,
         )

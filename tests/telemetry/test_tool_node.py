@@ -1,0 +1,135 @@
+"""The ToolNode drop-in's spans: a flaky tool retried, then switched (the next attempt links back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from retryctl.controller import Breaker, BreakerConfig, Budget, Ledger, ManualClock, Policy
+from retryctl.nodes import ControlledToolNode
+from retryctl.telemetry import names
+from tests.telemetry._spans import attrs, children, evaluation, finished, one
+
+
+def _flaky() -> BaseTool:
+    @tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        raise ConnectionError("calculation service unreachable")
+
+    return calculator
+
+
+@tool("calculator")
+def steady_calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression."""
+    return "42"
+
+
+@tool
+def python(code: str) -> str:
+    """Run Python code and return what it prints."""
+    return "42"
+
+
+def _graph(node: ControlledToolNode, checkpointer: Any = None) -> Any:
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", node)
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+CALL = {"name": "calculator", "args": {"expression": "6*7"}, "id": "call-1"}
+
+
+def _run(node: ControlledToolNode) -> dict[str, Any]:
+    out: dict[str, Any] = _graph(node).invoke(
+        {"messages": [HumanMessage("go"), AIMessage(content="", tool_calls=[CALL])]}
+    )
+    return out
+
+
+class TestToolNodeSpans:
+    def test_retried_then_switched(self, provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+        calculator = _flaky()
+        node = ControlledToolNode(
+            [calculator],
+            groups={"arithmetic": [calculator, python]},
+            adapters={"python": lambda args: {"code": f"print({args['expression']})"}},
+            breaker=Breaker(BreakerConfig(failure_threshold=2, cooldown_s=60), clock=ManualClock()),
+            sleep=lambda _: None,
+            tracer_provider=provider,
+        )
+        _run(node)
+        spans = finished(exporter)
+        call = one(spans, f"{names.SPAN_TOOL} calculator")
+        assert attrs(call)[names.TOOL_CALL_ID] == "call-1"
+        assert attrs(call)[names.ACTION] == "accept"
+        first, second, third = children(spans, call)
+        assert [s.name for s in (first, second, third)] == ["calculator", "calculator", "python"]
+        assert [evaluation(s)[names.EVALUATION_SCORE_LABEL] for s in (first, second, third)] == [
+            "retry",
+            "switch",
+            "accept",
+        ]
+        assert [attrs(s)[names.ATTEMPT] for s in (first, second, third)] == [1, 2, 3]
+        assert attrs(second)[names.SWITCH_TO] == "python"
+        # The breaker that opened on the second fault is on the verdict that switched.
+        assert attrs(second)[names.BREAKER_STATE] == "open"
+        assert attrs(second)[names.BREAKER_OPEN] == ("calculator",)
+        assert attrs(third)[names.TOOL_NAME] == "python"
+        assert attrs(third)[names.OPERATION_NAME] == "execute_tool"
+        # Only the switch links: the python attempt to the calculator attempt it replaced.
+        assert not first.links and not second.links
+        (link,) = third.links
+        assert second.context is not None and link.context.span_id == second.context.span_id
+        # The fault is judged, not raised: the attempt carries its class and the verdict, no exception.
+        assert [e.name for e in first.events] == [names.EVALUATION_EVENT]
+        assert attrs(first)[names.ERROR_TYPE] == "transient"
+        assert first.status.status_code.name == "ERROR"
+        assert third.status.status_code.name == "UNSET"
+
+    def test_a_question_to_the_user_is_no_error_and_the_resumed_call_is_traced_again(
+        self, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        policy = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
+        node = ControlledToolNode(
+            [steady_calculator],
+            run_ledger=Ledger(Budget(attempts=0)),
+            policy=policy,
+            tracer_provider=provider,
+        )
+        graph = _graph(node, InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t"}}
+        graph.invoke({"messages": [AIMessage(content="", tool_calls=[CALL])]}, config)
+        (asked,) = [s for s in finished(exporter) if s.name == f"{names.SPAN_TOOL} calculator"]
+        # The interrupt leaves through the span: a pause, not a failure.
+        assert asked.status.status_code.name == "UNSET"
+        assert not [e for e in asked.events if e.name == "exception"]
+        (attempt,) = children(finished(exporter), asked)
+        assert evaluation(attempt)[names.EVALUATION_SCORE_LABEL] == "ask_user"
+        exporter.clear()
+        graph.invoke(Command(resume={"action": "extend", "budget": {"attempts": 1}}), config)
+        resumed = one(finished(exporter), f"{names.SPAN_TOOL} calculator")
+        labels = [evaluation(s)[names.EVALUATION_SCORE_LABEL] for s in children(finished(exporter), resumed)]
+        assert labels == ["retry", "accept"]  # the user's extension, then the call's own verdict
+        assert attrs(resumed)[names.ACTION] == "accept"
+
+    def test_no_provider_given_and_none_set_makes_no_span(self, exporter: InMemorySpanExporter) -> None:
+        node = ControlledToolNode([python], sleep=lambda _: None)
+        assert not node.calls.tracing.active  # the global provider is the API's unset proxy here
+        graph = StateGraph(MessagesState)
+        graph.add_node("tools", node)
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        call = {"name": "python", "args": {"code": "print(42)"}, "id": "c"}
+        graph.compile().invoke({"messages": [AIMessage(content="", tool_calls=[call])]})
+        assert finished(exporter) == []
