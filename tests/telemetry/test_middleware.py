@@ -144,3 +144,24 @@ class TestMiddlewareSpans:
         assert attrs(attempt)[names.BUDGET_SCOPE] == "run"
         assert "attempts" in evaluation(attempt)[names.EVALUATION_EXPLANATION]
         assert attrs(tool)[names.ACTION] == "stop"
+
+    def test_a_model_switched_to_its_fallback_links_back(
+        self, tmp_path: Path, mode: str, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        primary = ScriptedChat(model_name="primary", script=[PermissionError("403: this key may not")])
+        backup = ScriptedChat(model_name="backup", script=[say("hello")])
+        controller = _controller(tmp_path, provider, fallback_models=[backup])
+        Agent(primary, [multiply], controller, mode).ask("hi")
+        spans = finished(exporter)
+        step = one(spans, f"{names.SPAN_STEP} model:1")
+        failed, answered = children(spans, step)
+        assert (failed.name, answered.name) == ("primary", "backup")
+        assert attrs(failed)[names.REQUEST_MODEL] == "primary"
+        assert attrs(failed)[names.ERROR_TYPE] == "terminal"
+        assert evaluation(failed)[names.EVALUATION_SCORE_LABEL] == "switch"
+        assert attrs(answered)[names.REQUEST_MODEL] == "backup"
+        (link,) = answered.links
+        assert failed.context is not None and link.context.span_id == failed.context.span_id
+        # Made when each verdict was recorded, started back at its attempt's start: in order, in the step.
+        assert failed.end_time is not None and answered.end_time is not None and step.end_time is not None
+        assert failed.end_time <= answered.end_time <= step.end_time
