@@ -34,9 +34,13 @@ def drive(
         try:
             sent = handler(step)
         except GraphBubbleUp:
+            flow.close()  # its open blocks (the attempt's span) end here, in this context, not at GC
             raise
         except Exception as exc:
             sent = exc
+        except BaseException:  # interrupted: as above
+            flow.close()
+            raise
 
 
 async def adrive(
@@ -61,6 +65,10 @@ async def adrive(
             async with yielded_turn():
                 sent = await handler(step)
         except GraphBubbleUp:
+            flow.close()
             raise
         except Exception as exc:
             sent = exc
+        except BaseException:  # cancelled
+            flow.close()
+            raise

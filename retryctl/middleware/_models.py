@@ -218,35 +218,39 @@ class ModelCalls:
                 **outcome,
             )
 
-        if breaker is not None:
-            admission = breaker.admit(act.target)
-            if admission.fault is not None:
-                notes.append(str(admission.fault))
-            if admission.refused is not None:
-                return _Tried(judge(error=classify(admission.refused)))
-        held = self._reserve(run, call, act.target)
-        if isinstance(held, Exhaustion):
-            return _Tried(judge(exhausted=held))
-        run.count("model")
-        with attempt_scope(act.attempt, act.target):  # the call's run is tagged retry:attempt:N
-            outcome = yield call
-        if isinstance(outcome, BaseException):
-            held.commit(Usage(attempts=1, samples=1))  # a call that failed still cost an attempt
-            return self._failed(outcome, act.target, notes, judge, breaker)
-        assert outcome is not None
-        held.commit(actual_usage(outcome.result, act.target, self.prices))
-        if breaker is not None:
-            fault = breaker.report(act.target, failed=False)
-            if fault is not None:
-                notes.append(str(fault))
-        tools = {t.name: t for t in call.tools if isinstance(t, BaseTool)} | dict(self.extra_tools)
-        checks = check_response(outcome.result, tools, skip=structured)
-        if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
-            # One verdict for the answer, on its samples' agreement (a final answer has no checks
-            # but "it answered"); what is returned is a draw of the answer the verdict names.
-            verdict, chosen = yield from self._sample(call, run, outcome, judge, act)
-            return _Tried(verdict, chosen)
-        return _Tried(judge(validators=checks), outcome)
+        # The attempt's span is current while the model is called (the drive calls it between this
+        # generator's yields, in the same context), so the model's own spans nest in it; its verdict
+        # is written on it.
+        with self.emitter.tracing.attempt(act.target, act.attempt):
+            if breaker is not None:
+                admission = breaker.admit(act.target)
+                if admission.fault is not None:
+                    notes.append(str(admission.fault))
+                if admission.refused is not None:
+                    return _Tried(judge(error=classify(admission.refused)))
+            held = self._reserve(run, call, act.target)
+            if isinstance(held, Exhaustion):
+                return _Tried(judge(exhausted=held))
+            run.count("model")
+            with attempt_scope(act.attempt, act.target):  # the call's run is tagged retry:attempt:N
+                outcome = yield call
+            if isinstance(outcome, BaseException):
+                held.commit(Usage(attempts=1, samples=1))  # a call that failed still cost an attempt
+                return self._failed(outcome, act.target, notes, judge, breaker)
+            assert outcome is not None
+            held.commit(actual_usage(outcome.result, act.target, self.prices))
+            if breaker is not None:
+                fault = breaker.report(act.target, failed=False)
+                if fault is not None:
+                    notes.append(str(fault))
+            tools = {t.name: t for t in call.tools if isinstance(t, BaseTool)} | dict(self.extra_tools)
+            checks = check_response(outcome.result, tools, skip=structured)
+            if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
+                # One verdict for the answer, on its samples' agreement (a final answer has no checks
+                # but "it answered"); what is returned is a draw of the answer the verdict names.
+                verdict, chosen = yield from self._sample(call, run, outcome, judge, act)
+                return _Tried(verdict, chosen)
+            return _Tried(judge(validators=checks), outcome)
 
     def _failed(
         self,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 from langchain_core.tools import BaseTool, tool
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -34,6 +37,16 @@ def _flaky(times: int) -> BaseTool:
         return a * b
 
     return flaky_multiply
+
+
+class _Traced(ScriptedChat):
+    """A scripted model that makes a span of its own per call, as an instrumented client would."""
+
+    provider: Any
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        with self.provider.get_tracer("model").start_as_current_span("model inference"):
+            return super()._generate(messages, *args, **kwargs)
 
 
 def _controller(tmp_path: Path, provider: TracerProvider, **kw: object) -> RetryController:
@@ -104,7 +117,7 @@ class TestMiddlewareSpans:
     def test_the_model_calls_are_steps_in_the_agents_trace(
         self, tmp_path: Path, mode: str, provider: TracerProvider, exporter: InMemorySpanExporter
     ) -> None:
-        model = ScriptedChat(script=[call("multiply", {"a": 6, "b": 7}), say("42")])
+        model = _Traced(script=[call("multiply", {"a": 6, "b": 7}), say("42")], provider=provider)
         agent = Agent(model, [multiply], _controller(tmp_path, provider), mode)
         # The application's own span around the run: retryctl's spans are its descendants.
         with provider.get_tracer("app").start_as_current_span("agent run"):
@@ -122,6 +135,9 @@ class TestMiddlewareSpans:
             first.end_time is not None and tool.start_time is not None and first.end_time <= tool.start_time
         )
         (attempt,) = children(spans, first)
+        # The attempt span is current while the model is called: a span the model makes nests in it.
+        (inner,) = children(spans, attempt)
+        assert inner.name == "model inference"
         assert attrs(attempt)[names.OPERATION_NAME] == "chat"
         assert attrs(attempt)[names.REQUEST_MODEL] == attempt.name
         assert attrs(attempt)[names.ACTION] == "accept"
@@ -144,3 +160,24 @@ class TestMiddlewareSpans:
         assert attrs(attempt)[names.BUDGET_SCOPE] == "run"
         assert "attempts" in evaluation(attempt)[names.EVALUATION_EXPLANATION]
         assert attrs(tool)[names.ACTION] == "stop"
+
+    def test_a_model_switched_to_its_fallback_links_back(
+        self, tmp_path: Path, mode: str, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        primary = ScriptedChat(model_name="primary", script=[PermissionError("403: this key may not")])
+        backup = ScriptedChat(model_name="backup", script=[say("hello")])
+        controller = _controller(tmp_path, provider, fallback_models=[backup])
+        Agent(primary, [multiply], controller, mode).ask("hi")
+        spans = finished(exporter)
+        step = one(spans, f"{names.SPAN_STEP} model:1")
+        failed, answered = children(spans, step)
+        assert (failed.name, answered.name) == ("primary", "backup")
+        assert attrs(failed)[names.REQUEST_MODEL] == "primary"
+        assert attrs(failed)[names.ERROR_TYPE] == "terminal"
+        assert evaluation(failed)[names.EVALUATION_SCORE_LABEL] == "switch"
+        assert attrs(answered)[names.REQUEST_MODEL] == "backup"
+        (link,) = answered.links
+        assert failed.context is not None and link.context.span_id == failed.context.span_id
+        # Made when each verdict was recorded, started back at its attempt's start: in order, in the step.
+        assert failed.end_time is not None and answered.end_time is not None and step.end_time is not None
+        assert failed.end_time <= answered.end_time <= step.end_time
