@@ -67,6 +67,7 @@ CONTROLLER = {
     "FinishStatus",
     "Request",
     "Sleep",
+    "TokenLog",
     "UserReply",
     "parse_reply",
     "reply_verdict",

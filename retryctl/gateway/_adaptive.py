@@ -51,6 +51,7 @@ from retryctl.nodes._observe import best_candidate, leader_token_confidence, tal
 from retryctl.nodes._outlook import outlook
 from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
 from retryctl.nodes._state import CandidateRecord
+from retryctl.nodes._tokens import token_extra
 
 __all__ = ["Decided", "OwnFaults", "decide_request"]
 
@@ -203,6 +204,7 @@ async def decide_request(
             equivalence=options.equivalence,
             schedule=schedule,
             ledgers=[ledger],
+            token_log=policy.token_log,
         )
         began = clock()
         before = ledger.snapshot().used
@@ -253,6 +255,12 @@ async def decide_request(
             chosen = best_candidate(out.candidates, leader)
             if chosen is not None:  # the draw the response carries, should this verdict end it
                 summary["chosen"] = next(i for i, c in enumerate(out.candidates) if c is chosen)
+            tokens = token_extra(
+                out.candidates,
+                chosen=summary.get("chosen"),
+                accepted=verdict.action.value == "accept",
+                token_log=policy.token_log,
+            )
             log.record_verdict(
                 verdict,
                 run_id=run_id,
@@ -261,7 +269,7 @@ async def decide_request(
                 target=target,
                 candidates_summary=summary,
                 latency_ms=latency_ms,
-                extra=extra,
+                extra={**(extra or {}), **tokens} or None,
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
     used = ledger.snapshot().used
