@@ -255,7 +255,7 @@ async def decide_request(
             chosen = best_candidate(out.candidates, leader)
             if chosen is not None:  # the draw the response carries, should this verdict end it
                 summary["chosen"] = next(i for i, c in enumerate(out.candidates) if c is chosen)
-            tokens = token_extra(
+            per_token = token_extra(
                 out.candidates,
                 chosen=summary.get("chosen"),
                 accepted=verdict.action.value == "accept",
@@ -269,7 +269,7 @@ async def decide_request(
                 target=target,
                 candidates_summary=summary,
                 latency_ms=latency_ms,
-                extra={**(extra or {}), **tokens} or None,
+                extra={**(extra or {}), **per_token} or None,
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
     used = ledger.snapshot().used

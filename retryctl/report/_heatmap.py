@@ -82,7 +82,7 @@ def _ticks(vmax: float) -> list[float]:
     step = next(s for s in (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, math.inf) if vmax / s <= 6)
     if math.isinf(step):
         return [0.0, vmax]
-    n = int(math.floor(vmax / step + 1e-9))
+    n = math.floor(vmax / step + 1e-9)
     return [i * step for i in range(n + 1)]
 
 
