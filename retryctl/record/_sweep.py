@@ -123,8 +123,9 @@ def _series(rows: Sequence[dict[str, Any]], key: str, scale: float) -> dict[str,
     return out
 
 
-def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
-    """A page with the sweep's table and its curves against temperature."""
+def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str, heat_maps: str = "") -> str:
+    """A page with the sweep's table and its curves against temperature, then ``heat_maps``
+    (:func:`~retryctl.record._sweep_tokens.sweep_heat_maps`)."""
     from retryctl.evals._report import _plot
 
     columns = [
@@ -173,5 +174,5 @@ def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}</style></head>"
-        f"<body><h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>{''.join(plots)}</body></html>"
+        f"<body><h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>{''.join(plots)}{heat_maps}</body></html>"
     )

@@ -28,6 +28,7 @@ __all__ = [
     "TokenRow",
     "add_token_rows",
     "no_cyclic_gc",
+    "token_row",
 ]
 
 CONFIDENCE_BINS = 20
@@ -199,6 +200,14 @@ def add_token_rows(out: Analysis, label: str, holder: dict[str, Any], group: str
                 sample = item.get("sample")
                 add_token_rows(out, f"{label} s{sample}" if isinstance(sample, int) else label, item, group)
         return
+    row = token_row(label, holder, group)
+    if row is not None:
+        out.token_rows.append(row)
+
+
+def token_row(label: str, holder: dict[str, Any], group: str = "") -> TokenRow | None:
+    """The heat-map row of one logged candidate or bank sample (``token_entropy``, else surprisal from
+    ``token_logprobs``), or ``None`` when it carries neither."""
     entropy = holder.get("token_entropy")
     logprobs = holder.get("token_logprobs")
     if _floats(entropy):
@@ -206,24 +215,23 @@ def add_token_rows(out: Analysis, label: str, holder: dict[str, Any], group: str
     elif _floats(logprobs):
         values, kind = [-float(v) for v in logprobs], "surprisal"
     else:
-        return
+        return None
     text = holder.get("token_text")
     top3 = holder.get("token_top3")
     total = holder.get("tokens_total")
-    out.token_rows.append(
-        TokenRow(
-            label=label,
-            values=values,
-            kind=kind,
-            group=group,
-            tokens=[str(t) for t in text] if isinstance(text, list) else [],
-            logprobs=[float(v) for v in logprobs] if _floats(logprobs) else [],
-            top3=[float(v) for v in top3] if _floats(top3) else [],
-            entropy_kind=str(holder.get("entropy_kind") or "") if kind == "entropy" else "",
-            accepted=holder.get("accepted") is True,
-            total=total if isinstance(total, int) and not isinstance(total, bool) else 0,
-            answer=str(answer) if (answer := holder.get("answer")) is not None else None,
-        )
+    answer = holder.get("answer")
+    return TokenRow(
+        label=label,
+        values=values,
+        kind=kind,
+        group=group,
+        tokens=[str(t) for t in text] if isinstance(text, list) else [],
+        logprobs=[float(v) for v in logprobs] if _floats(logprobs) else [],
+        top3=[float(v) for v in top3] if _floats(top3) else [],
+        entropy_kind=str(holder.get("entropy_kind") or "") if kind == "entropy" else "",
+        accepted=holder.get("accepted") is True,
+        total=total if isinstance(total, int) and not isinstance(total, bool) else 0,
+        answer=str(answer) if answer is not None else None,
     )
 
 
