@@ -10,6 +10,7 @@ import pytest
 from retryctl.models import TokenLogprob
 from retryctl.models._logprobs import logprob_of, scored
 from retryctl.models._token_stats import token_stats, top_mass, topk_entropy
+from tests.models.conftest import needs_llama
 
 
 def _top(*probs: float) -> tuple[tuple[str, float], ...]:
@@ -83,3 +84,21 @@ class TestTokenStats:
     def test_the_cap_keeps_the_first_tokens_and_says_how_many_there_were(self) -> None:
         stats = token_stats([TokenLogprob(str(i), -0.5) for i in range(10)], cap=3)
         assert stats["token_text"] == ["0", "1", "2"] and stats["tokens_total"] == 10
+
+
+@needs_llama
+class TestOnARealServer:
+    def test_an_openai_compatible_servers_top5_gives_a_labelled_estimate(self, llama_server: str) -> None:
+        from retryctl.models import OpenAIBackend, SamplingParams, sample_blocking
+
+        backend = OpenAIBackend(model="smollm2", base_url=llama_server, api_key="none", timeout_s=120.0)
+        params = SamplingParams(max_tokens=6, seed=1, temperature=0.7, top_logprobs=5)
+        (candidate,) = sample_blocking(backend, [{"role": "user", "content": "What is 2 + 3?"}], params)
+        assert candidate.logprobs and all(t.entropy is None and len(t.top) == 5 for t in candidate.logprobs)
+        stats = token_stats(candidate.logprobs)
+        assert stats["entropy_kind"] == "top5"
+        n = len(candidate.logprobs)
+        assert len(stats["token_entropy"]) == len(stats["token_top3"]) == n
+        # A lower bound of at most ln 6 (five tokens and the rest); the top-3 mass is a probability.
+        assert all(0.0 <= h <= math.log(6) + 1e-3 for h in stats["token_entropy"])
+        assert all(0.0 < m <= 1.0 for m in stats["token_top3"])
