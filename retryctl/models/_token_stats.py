@@ -25,10 +25,19 @@ TOP_MASS_OF = 3
 _DIGITS = 3  # a thousandth of a nat is finer than any colour or threshold reads; halves the bytes
 
 
+def _distinct(top: Sequence[tuple[str, float]]) -> list[float]:
+    """The alternatives' logprobs, most likely first, each token once (a server may list the drawn
+    token again after its top k: llama.cpp's does when it is not among them)."""
+    seen: dict[str, float] = {}
+    for token, lp in top:
+        seen[token] = max(lp, seen.get(token, -math.inf))
+    return sorted(seen.values(), reverse=True)
+
+
 def topk_entropy(top: Sequence[tuple[str, float]]) -> float:
     """The entropy (nats) estimated from the ``top`` alternatives' logprobs: their terms plus the
     mass they leave as one outcome. A lower bound of the whole distribution's entropy."""
-    probs = [math.exp(lp) for _, lp in top]
+    probs = [math.exp(lp) for lp in _distinct(top)]
     rest = max(0.0, 1.0 - sum(probs))
     terms = [p * math.log(p) for p in probs if p > 0.0]
     if rest > 0.0:
@@ -37,8 +46,8 @@ def topk_entropy(top: Sequence[tuple[str, float]]) -> float:
 
 
 def top_mass(top: Sequence[tuple[str, float]], n: int = TOP_MASS_OF) -> float:
-    """The probability mass of the ``n`` most likely tokens (of those given, most likely first)."""
-    return min(1.0, math.fsum(math.exp(lp) for _, lp in top[:n]))
+    """The probability mass of the ``n`` most likely tokens of those given."""
+    return min(1.0, math.fsum(math.exp(lp) for lp in _distinct(top)[:n]))
 
 
 def token_stats(logprobs: Sequence[TokenLogprob], cap: int | None = None) -> dict[str, Any]:
