@@ -26,7 +26,7 @@ from retryctl.agent._grammars import expression_ladder
 from retryctl.agent._prompts import expression_prompt
 from retryctl.evals import word_problems
 from retryctl.models import EmbeddedBackend, SamplingParams, sample_blocking
-from retryctl.models._logprobs import TokenScorer, logprob_of
+from retryctl.models._logprobs import TokenScorer, scored
 
 CONSIDERED = 256
 """How many of the most likely tokens are put to the grammar at each step: applying it to the whole
@@ -105,12 +105,12 @@ class _BothWays(TokenScorer):
         WHOLE.append([])
         ADMITTED.append([])
 
-    def score(self, token: int, top: int = 0) -> tuple[float, list[tuple[int, float]]]:
+    def score(self, token: int, top: int = 0) -> tuple[float, list[tuple[int, float]], float | None]:
         logits = self.logits()
         ADMITTED[-1].append(self._mirror.logprob_of(logits, token)[0])
-        chosen, alternatives = logprob_of(logits, token, top)
+        chosen, alternatives, entropy = scored(logits, token, top)
         WHOLE[-1].append(chosen)
-        return chosen, alternatives
+        return chosen, alternatives, entropy
 
     def close(self) -> None:
         self._mirror.close()

@@ -69,6 +69,7 @@ CONTROLLER = {
     "FinishStatus",
     "Request",
     "Sleep",
+    "TokenLog",
     "UserReply",
     "parse_reply",
     "reply_verdict",

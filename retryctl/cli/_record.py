@@ -273,6 +273,7 @@ def sweep(
 ) -> None:
     """Record a bank per grid point of temperature × top-p × min-p, then compare them."""
     from retryctl.record._sweep import grid, point_figures, render_sweep_html
+    from retryctl.record._sweep_tokens import sweep_heat_maps
 
     tasks = _tasks(tasks_path)
     if out.exists() and not out.is_dir():
@@ -316,7 +317,9 @@ def sweep(
         )
     rows = [point_figures(p, out / p.file_name) for p in points]
     if html is not None:
-        html.write_text(render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}"), encoding="utf-8")
+        maps = sweep_heat_maps([(p.label, out / p.file_name) for p in points])
+        page = render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}", heat_maps=maps)
+        html.write_text(page, encoding="utf-8")
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

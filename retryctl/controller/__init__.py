@@ -63,6 +63,7 @@ from retryctl.controller._signals import (
     token_confidence,
     weakest_span,
 )
+from retryctl.controller._token_log import TokenLog
 from retryctl.controller._verdict import Action, Evidence, Verdict
 from retryctl.controller.stopping import (
     AdaptiveBeta,
@@ -139,6 +140,7 @@ __all__ = [
     "StoppingRule",
     "Tally",
     "ThresholdRule",
+    "TokenLog",
     "Usage",
     "UserReply",
     "ValidatorResult",

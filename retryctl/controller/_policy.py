@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 from retryctl.controller._calibration import Calibration
 from retryctl.controller._relaxation import Relaxation
 from retryctl.controller._signals import DEFAULT_WEIGHTS
+from retryctl.controller._token_log import TokenLog
 from retryctl.controller.stopping import KNOWN_POLICIES, RuleLike, StopRule, as_rule, parse_stopping_rule
 
 __all__ = ["EscalationStep", "Policy"]
@@ -55,6 +56,10 @@ class Policy(BaseModel):
     strictness ``start`` (1.0), times ``factor`` (0.8) per failure, down to ``floor`` (0.3). A member
     with a ladder of grammars (:class:`~retryctl.models.ConstrainedBackend`) decodes under the
     narrowest rung the strictness allows. ``None``: never relax (strictness stays 1.0)."""
+    token_log: TokenLog = TokenLog()
+    """Which candidates' per-token diagnostics (text, logprob, entropy, top-3 mass) each verdict
+    record carries in ``extra.token_samples``, and how many tokens of each: by default every
+    candidate's first 64 (``TokenLog(keep="off")`` logs none; docs/audit.md gives the size cost)."""
 
     @field_validator("weights")
     @classmethod

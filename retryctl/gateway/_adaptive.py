@@ -51,6 +51,7 @@ from retryctl.nodes._observe import best_candidate, leader_token_confidence, tal
 from retryctl.nodes._outlook import outlook
 from retryctl.nodes._sampling import DrawRequest, SampleOutcome, SamplingSchedule, run_async, sampling
 from retryctl.nodes._state import CandidateRecord
+from retryctl.nodes._tokens import token_extra
 from retryctl.telemetry import NO_TRACING, Tracing
 
 __all__ = ["Decided", "OwnFaults", "decide_request"]
@@ -207,6 +208,7 @@ async def decide_request(
             equivalence=options.equivalence,
             schedule=schedule,
             ledgers=[ledger],
+            token_log=policy.token_log,
         )
         began = clock()
         before = ledger.snapshot().used
@@ -259,6 +261,12 @@ async def decide_request(
                 chosen = best_candidate(out.candidates, leader)
                 if chosen is not None:  # the draw the response carries, should this verdict end it
                     summary["chosen"] = next(i for i, c in enumerate(out.candidates) if c is chosen)
+                per_token = token_extra(
+                    out.candidates,
+                    chosen=summary.get("chosen"),
+                    accepted=verdict.action.value == "accept",
+                    token_log=policy.token_log,
+                )
                 record = log.record_verdict(
                     verdict,
                     run_id=run_id,
@@ -267,7 +275,7 @@ async def decide_request(
                     target=target,
                     candidates_summary=summary,
                     latency_ms=latency_ms,
-                    extra=extra,
+                    extra={**(extra or {}), **per_token} or None,
                 )
             tracing.verdict(
                 verdict,

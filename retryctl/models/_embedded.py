@@ -200,12 +200,13 @@ class EmbeddedBackend(BackendBase):
         return TokenScorer(self._lib, ctx, n_vocab)
 
     def _token_logprob(
-        self, piece: bytes, logprob: float, alternatives: list[tuple[int, float]]
+        self, piece: bytes, logprob: float, alternatives: list[tuple[int, float]], entropy: float | None
     ) -> TokenLogprob:
         return TokenLogprob(
             token=piece.decode("utf-8", errors="replace"),
             logprob=logprob,
             top=tuple((self._piece(i).decode("utf-8", errors="replace"), alp) for i, alp in alternatives),
+            entropy=entropy,
         )
 
     def _decode(

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TokenScorer", "logprob_of"]
+__all__ = ["TokenScorer", "logprob_of", "scored"]
 
 
 def logprob_of(
@@ -23,14 +23,32 @@ def logprob_of(
     Computed as ``logits - logsumexp(logits)`` with the maximum subtracted first, so large logits do not
     overflow; only the entries asked for are normalised.
     """
+    chosen, alternatives, _ = scored(logits, token, top)
+    return chosen, alternatives
+
+
+def scored(
+    logits: npt.NDArray[np.float32], token: int, top: int = 0
+) -> tuple[float, list[tuple[int, float]], float]:
+    """:func:`logprob_of` and the entropy (nats) of the whole distribution at this position.
+
+    The entropy reuses the softmax's exponentials: ``H = log Z - sum(e * (l - peak)) / Z`` with
+    ``e = exp(l - peak)`` and ``Z = sum(e)``, one dot product more (about 16 µs on a 49k vocabulary, a
+    fraction of a per cent of a token's time).
+    """
     peak = float(logits.max())
-    log_norm = peak + float(np.log(np.exp(logits - peak, dtype=np.float32).sum(dtype=np.float64)))
+    shifted = logits - peak
+    exps = np.exp(shifted, dtype=np.float32)
+    total = float(exps.sum(dtype=np.float64))
+    log_z = float(np.log(total))
+    log_norm = peak + log_z
+    entropy = max(0.0, log_z - float(np.dot(exps, shifted)) / total)
     chosen = float(logits[token]) - log_norm
     if top <= 0:
-        return chosen, []
+        return chosen, [], entropy
     ids = np.argpartition(logits, -top)[-top:]
     ids = ids[np.argsort(logits[ids])[::-1]]
-    return chosen, [(int(i), float(logits[i]) - log_norm) for i in ids]
+    return chosen, [(int(i), float(logits[i]) - log_norm) for i in ids], entropy
 
 
 class TokenScorer:
@@ -49,9 +67,10 @@ class TokenScorer:
         pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
         return np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
 
-    def score(self, token: int, top: int = 0) -> tuple[float, list[tuple[int, float]]]:
-        """``token``'s logprob and the ``top`` most likely alternatives, at the current position."""
-        return logprob_of(self.logits(), token, top)
+    def score(self, token: int, top: int = 0) -> tuple[float, list[tuple[int, float]], float | None]:
+        """``token``'s logprob, the ``top`` most likely alternatives and the entropy of the whole
+        distribution (nats), at the current position (a scorer that cannot tell the entropy: ``None``)."""
+        return scored(self.logits(), token, top)
 
     def close(self) -> None:
         """Nothing to free here; a scorer that holds native state frees it."""

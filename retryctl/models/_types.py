@@ -216,6 +216,9 @@ class TokenLogprob:
     """``log p(token)`` under the model's own distribution (before sampling filters)."""
     top: tuple[tuple[str, float], ...] = ()
     """The most likely tokens at this position with their logprobs, most likely first."""
+    entropy: float | None = None
+    """The entropy (nats) of the model's whole distribution at this position, where the backend sees
+    it (the embedded model); ``None`` elsewhere (an estimate from ``top`` is then all there is)."""
 
 
 def writable_text(text: str) -> str:

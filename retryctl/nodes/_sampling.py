@@ -45,6 +45,7 @@ from retryctl.controller import (
     StopDecision,
     StopRule,
     Tally,
+    TokenLog,
     classify,
     token_confidence,
     weakest_span,
@@ -58,6 +59,7 @@ from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
 from retryctl.models._prompt_bound import prompt_tokens_bound
 from retryctl.models._retry import RetryListener, TransportRetry, transport_retries
+from retryctl.models._token_stats import token_stats
 from retryctl.nodes._state import CandidateRecord
 
 __all__ = ["DrawRequest", "SampleOutcome", "SamplingSchedule", "run_async", "run_sync", "sampling"]
@@ -226,7 +228,13 @@ def _actual(candidates: Sequence[Candidate], model: str, prices: PriceTable | No
 
 
 def _record(
-    c: Candidate, answer: str | None, attempt: int, *, repeat: bool, cut: bool = False
+    c: Candidate,
+    answer: str | None,
+    attempt: int,
+    *,
+    repeat: bool,
+    cut: bool = False,
+    token_cap: int | None = None,
 ) -> CandidateRecord:
     signal = token_confidence(c.token_logprobs)
     span = weakest_span(c.token_logprobs)
@@ -245,6 +253,8 @@ def _record(
         record["cut"] = True
     if c.grammar is not None:
         record["grammar"] = c.grammar
+    if token_cap is not None and c.logprobs:
+        record["tokens"] = token_stats(c.logprobs, token_cap)
     return record
 
 
@@ -258,6 +268,8 @@ class _Votes:
     drawn: int = 0
     cut: int = 0
     repeats: Repeats = field(default_factory=Repeats)
+    token_cap: int | None = None
+    """Tokens of each candidate whose diagnostics are kept (the policy's ``token_log``); ``None``: none."""
 
     def add(self, c: Candidate, equivalence: EquivalenceLike, attempt: int, asked: float) -> CandidateRecord:
         """Record ``c`` (drawn at temperature ``asked`` unless it says otherwise); vote unless a repeat
@@ -265,11 +277,11 @@ class _Votes:
         self.drawn += 1
         if c.finish_reason == "cut":
             self.cut += 1
-            return _record(c, None, attempt, repeat=False, cut=True)
+            return _record(c, None, attempt, repeat=False, cut=True, token_cap=self.token_cap)
         answer = c.answer if c.answer is not None else equivalence(c.text)
         temperature = c.temperature if c.temperature is not None else asked
         repeat = self.repeats.check(c.text, seed=c.seed, temperature=temperature)
-        record = _record(c, answer, attempt, repeat=repeat)
+        record = _record(c, answer, attempt, repeat=repeat, token_cap=self.token_cap)
         if not repeat:
             self.answers.append(answer)
             self.confidences.append(record["token_confidence"])
@@ -306,6 +318,7 @@ def sampling(
     output_limit: OutputLimit | None = None,
     classifier: Classifier = classify,
     strictness: float = 1.0,
+    token_log: TokenLog | None = None,
 ) -> Generator[DrawRequest, list[Candidate], SampleOutcome]:
     """The sampling loop of one attempt; drive it with :func:`run_sync` or :func:`run_async`.
 
@@ -316,9 +329,10 @@ def sampling(
     on the samples it has. A failed draw is classified by ``classifier`` (the step's
     ``retry_on``/``classify``, or :func:`~retryctl.controller.classify`). Every draw is made at
     ``strictness`` (``SamplingParams.strictness``: the member's place on the relaxation schedule).
+    Under ``token_log`` (the policy's) each candidate keeps its per-token diagnostics for the log.
     """
     out = SampleOutcome()
-    votes = _Votes()
+    votes = _Votes(token_cap=token_log.max_tokens if token_log is not None and token_log.on else None)
     answers = votes.answers
     cap = max_samples
     plain = min(min_samples, cap)  # the draw's size, asking the rule after every sample

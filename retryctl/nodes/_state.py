@@ -51,6 +51,9 @@ class CandidateRecord(TypedDict):
     tokens were spent, but it has no answer and is not a vote."""
     grammar: NotRequired[str]
     """The grammar it was decoded under (``Candidate.grammar``); absent when none shaped it."""
+    tokens: NotRequired[dict[str, Any]]
+    """Its per-token diagnostics (:func:`~retryctl.models._token_stats.token_stats`), when the
+    policy's ``token_log`` is on and the backend gave logprobs; absent otherwise."""
 
 
 class StepVerdict(TypedDict):

@@ -82,6 +82,7 @@ from retryctl.nodes._state import (
     StepVerdict,
 )
 from retryctl.nodes._step_routes import StepRoutes
+from retryctl.nodes._tokens import token_extra
 from retryctl.runtime import verify
 from retryctl.telemetry import Tracing
 
@@ -319,6 +320,7 @@ class ControlledStep(StepRoutes):
             output_limit=getattr(att.backend, "output_limit", None),
             classifier=self.classifier,
             strictness=strictness_of(self.policy, att.control, att.target),
+            token_log=self.policy.token_log,
         )
 
     def _finish(self, att: _Attempt, out: SampleOutcome) -> Command[str]:
@@ -476,6 +478,12 @@ class ControlledStep(StepRoutes):
         if candidates and best and best.get("attempt") == attempt.attempt and "index" in best:
             summary["chosen"] = best["index"]  # the draw an accept returns (``result.text``)
         summary |= relaxed.summary(candidates)
+        tokens = token_extra(
+            candidates,
+            chosen=summary.get("chosen"),
+            accepted=verdict.action.value == "accept",
+            token_log=self.policy.token_log,
+        )
         self.emitter.verdict(
             verdict,
             step_id=self.step_id,
@@ -483,6 +491,7 @@ class ControlledStep(StepRoutes):
             target=target,
             candidates_summary=summary,
             latency_ms=control.get("latency_ms", 0.0),
+            extra=tokens or None,
         )
         dumped = verdict.model_dump(mode="json")
         control["last_verdict"] = dumped

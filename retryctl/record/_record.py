@@ -3,8 +3,9 @@
 Each task becomes one bank line (the format :mod:`retryctl.banks` reads), written whole when the
 task's samples are all in, so a stopped recording loses at most the tasks in flight and a rerun with
 the same file records only the tasks it lacks. A sample keeps its text, the answer extracted from it,
-per-token logprobs and (where the backend gives them) the top alternatives at each token, its token
-count, finish reason, latency and seed.
+per-token logprobs and (where the backend gives them) the top alternatives at each token, the
+per-token diagnostics a decision log keeps under the same names (``token_text``, ``token_entropy``
+with ``entropy_kind``, ``token_top3``), its token count, finish reason, latency and seed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from retryctl._answers import default_equivalence, number_equivalence
 from retryctl.batch import Task
 from retryctl.batch._files import BANK_LINES, ResultsFile, read_results
 from retryctl.models import Candidate, ModelBackend, SamplingParams
+from retryctl.models._token_stats import token_stats
 
 __all__ = [
     "EXTRACTIONS",
@@ -68,6 +70,10 @@ def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[
         out["token_logprobs"] = [t.logprob for t in candidate.logprobs]
         if any(t.top for t in candidate.logprobs):
             out["top_logprobs"] = [[[tok, lp] for tok, lp in t.top] for t in candidate.logprobs]
+        # The decision log's per-token fields, by the same names (its token_logprobs, rounded, are
+        # not: a bank keeps them exact for replays).
+        stats = token_stats(candidate.logprobs)
+        out |= {k: v for k, v in stats.items() if k not in ("token_logprobs", "tokens_total")}
     return out
 
 

@@ -55,8 +55,9 @@ def _series(
     return {name: sorted(points) for name, points in out.items()}
 
 
-def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
-    """A page with the sweep's table (the columns the CLI prints) and four charts against temperature."""
+def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str, heat_maps: str = "") -> str:
+    """A page with the sweep's table (the columns the CLI prints), four charts against temperature, then
+    ``heat_maps`` (:func:`~retryctl.record._sweep_tokens.sweep_heat_maps`) as a panel of its own."""
     head = "".join(f"<th>{escape(c)}</th>" for c, _, _ in SWEEP_COLUMNS)
     body = "".join(
         "<tr>" + "".join(f"<td>{escape(v)}</td>" for v in sweep_cells(dict(row))) + "</tr>" for row in rows
@@ -106,5 +107,7 @@ def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str) -> str:
         f"<style>{style}{CHART_CSS}</style></head>"
         f"<body><h1>{escape(title)}</h1><table><tr>{head}</tr>{body}</table>"
         f'<section class="panel" id="curves"><h2>Against temperature</h2><p>{escape(caption)}</p>'
-        f'<div class="charts">{plots}</div></section></body></html>'
+        f'<div class="charts">{plots}</div></section>'
+        + (f'<section class="panel" id="tokens">{heat_maps}</section>' if heat_maps else "")
+        + "</body></html>"
     )

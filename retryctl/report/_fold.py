@@ -195,12 +195,14 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 extra.gold is not UNSET
                 or extra.token_entropy is not UNSET
                 or extra.token_logprobs is not UNSET
+                or extra.token_samples is not UNSET
             ):
                 holder = extra.as_dict()
                 if "gold" in holder:
                     step.gold = str(holder["gold"])
                 if len(rows) < MAX_TOKEN_ROWS:
-                    add_token_rows(out, f"{step_run}/{step_id} #{attempt}", holder)
+                    group = f"{step_run}/{step_id}"
+                    add_token_rows(out, f"attempt {attempt}", holder, group)
         elif kind == "summary":
             summaries += 1
             if r.step_id != step_id or r.run_id != step_run or step is None:
@@ -240,12 +242,12 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                 if (extra.token_entropy is not UNSET or extra.token_logprobs is not UNSET) and len(
                     rows
                 ) < MAX_TOKEN_ROWS:
-                    add_token_rows(out, f"{step_run}/{step_id} summary", extra.as_dict())
+                    add_token_rows(out, "summary", extra.as_dict(), f"{step_run}/{step_id}")
             history = r.sampling_history
             if history and len(rows) < MAX_TOKEN_ROWS:
                 for i, item in enumerate(history):
                     if isinstance(item, dict):
-                        add_token_rows(out, f"{step_run}/{step_id} sample {i + 1}", item)
+                        add_token_rows(out, f"sample {i + 1}", item, f"{step_run}/{step_id}")
         elif kind == "repair":
             repairs += 1
     _count(out, (actions, transitions, targets, error_classes, confidences), pending)
@@ -382,7 +384,7 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
             if extra:
                 if "gold" in extra:
                     step.gold = str(extra["gold"])
-                add_token_rows(out, f"{key[0]}/{key[1]} #{attempt}", extra)
+                add_token_rows(out, f"attempt {attempt}", extra, f"{key[0]}/{key[1]}")
         elif kind == "summary":
             summaries += 1
             _fold_summary_dict(out, rec)
@@ -410,7 +412,7 @@ def _fold_summary_dict(out: Analysis, rec: dict[str, Any]) -> None:
     extra = rec.get("extra") or {}
     if "gold" in extra:
         step.gold = str(extra["gold"])
-    add_token_rows(out, f"{key[0]}/{key[1]} summary", extra)
+    add_token_rows(out, "summary", extra, f"{key[0]}/{key[1]}")
     for i, item in enumerate(rec.get("sampling_history") or []):
         if isinstance(item, dict):
-            add_token_rows(out, f"{key[0]}/{key[1]} sample {i + 1}", item)
+            add_token_rows(out, f"sample {i + 1}", item, f"{key[0]}/{key[1]}")

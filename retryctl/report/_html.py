@@ -13,7 +13,8 @@ from typing import Any
 
 from retryctl._scores import cell
 from retryctl.audit import VerifyReport
-from retryctl.report._model import CONFIDENCE_BINS, Analysis
+from retryctl.report._heatmap import token_map_html
+from retryctl.report._model import CONFIDENCE_BINS, MAX_TOKEN_ROWS, Analysis
 from retryctl.report._summary import figures_line
 from retryctl.report._svg import CHART_CSS, bar_chart, heat_map, scatter
 
@@ -95,31 +96,25 @@ def _tokens(analysis: Analysis) -> str:
     if not rows:
         return (
             '<p class="note">No per-token data in these logs: the records carry no '
-            "<code>token_logprobs</code> or <code>token_entropy</code> (in a verdict's or summary's "
-            "<code>extra</code>, or in <code>sampling_history</code> items), so there is no heat map.</p>"
+            "<code>token_samples</code>, <code>token_logprobs</code> or <code>token_entropy</code> (in a "
+            "verdict's or summary's <code>extra</code>, or in <code>sampling_history</code> items), so "
+            "there is no heat map. The policy's <code>token_log</code> writes them.</p>"
         )
     kinds = {r.kind for r in rows}
-    width = min(60, max(len(r.values) for r in rows))
-    cells: list[list[float | None]] = [
-        [*r.values[:width], *([None] * (width - min(width, len(r.values))))] for r in rows
-    ]
-    what = "entropy (nats)" if kinds == {"entropy"} else "surprisal −log p of the chosen token (nats)"
     note = (
-        ""
-        if kinds == {"entropy"}
-        else '<p class="note">Only the chosen tokens\' logprobs were logged, so each cell is the '
-        "token's surprisal, not the full entropy (which needs the top-k distribution).</p>"
+        "<p class=\"note\">Where only the chosen tokens' logprobs were logged, a cell is the token's "
+        "surprisal, not the entropy (which needs the distribution or its top-k).</p>"
+        if "surprisal" in kinds
+        else ""
     )
-    svg = heat_map(
-        [r.label for r in rows],
-        [str(i) for i in range(width)],
-        cells,
-        title=f"Per-token {what}",
-        show_values=False,
-        x_label="token position →",
-        y_label="sample ↓",
+    full = len(rows) >= MAX_TOKEN_ROWS
+    cap = f'<p class="note">The first {MAX_TOKEN_ROWS} logged candidates are drawn.</p>' if full else ""
+    intro = (
+        "<p>One row per logged candidate, one cell per token, darker where the model was less sure; "
+        "✓ marks the candidate an accept returned. Hover a cell for its token, logprob, entropy and "
+        "top-3 mass.</p>"
     )
-    return note + svg
+    return intro + note + cap + token_map_html(rows)
 
 
 def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[VerifyReport]) -> str:

@@ -28,13 +28,15 @@ __all__ = [
     "TokenRow",
     "add_token_rows",
     "no_cyclic_gc",
+    "token_row",
 ]
 
 CONFIDENCE_BINS = 20
 """Bins of the confidence histogram over [0, 1]."""
 
-MAX_TOKEN_ROWS = 40
-"""Rows kept for the per-token heat map (the first ones logged); more would not be readable anyway."""
+MAX_TOKEN_ROWS = 400
+"""Rows kept for the per-token heat map (the first ones logged): 20 questions of a few attempts of
+five samples each, drawn one section per step."""
 
 PARALLEL_MIN_BYTES = 64 << 20
 """Logs of fewer bytes in all are audited in one process: a fork costs more than it saves there."""
@@ -118,6 +120,22 @@ class TokenRow:
     """Per token: entropy in nats when logged (``token_entropy``), else surprisal ``-logprob``."""
     kind: str
     """``entropy`` or ``surprisal``."""
+    group: str = ""
+    """The step (``run/step``) the row belongs to: the heat map draws one section per step."""
+    tokens: list[str] = field(default_factory=list)
+    """The tokens' text, when logged (``token_text``)."""
+    logprobs: list[float] = field(default_factory=list)
+    """The tokens' logprobs, when logged."""
+    top3: list[float] = field(default_factory=list)
+    """The probability mass of the three most likely tokens at each position, when logged."""
+    entropy_kind: str = ""
+    """``full`` (the whole distribution's) or ``top<k>`` (estimated from k alternatives), for entropy."""
+    accepted: bool = False
+    """Whether the row is the candidate an ``accept`` verdict returned."""
+    total: int = 0
+    """Tokens the candidate had (more than ``values`` when the log capped them); 0: not said."""
+    answer: str | None = None
+    """The candidate's answer, when logged."""
 
 
 @dataclass(kw_only=True)
@@ -170,17 +188,51 @@ class Analysis:
     """Per-token rows for the heat map (the first :data:`MAX_TOKEN_ROWS` logged)."""
 
 
-def add_token_rows(out: Analysis, label: str, holder: dict[str, Any]) -> None:
-    """Keep per-token data from ``holder`` (``token_entropy`` or ``token_logprobs``) for the heat map."""
+def add_token_rows(out: Analysis, label: str, holder: dict[str, Any], group: str = "") -> None:
+    """Keep per-token data from ``holder`` for the heat map: a verdict's ``token_samples`` (one row
+    per logged candidate), else ``token_entropy`` or ``token_logprobs`` (one row)."""
     if len(out.token_rows) >= MAX_TOKEN_ROWS:
         return
-    entropy = holder.get("token_entropy")
-    if _floats(entropy):
-        out.token_rows.append(TokenRow(label=label, values=[float(v) for v in entropy], kind="entropy"))
+    samples = holder.get("token_samples")
+    if isinstance(samples, list):
+        for item in samples:
+            if isinstance(item, dict):
+                sample = item.get("sample")
+                add_token_rows(out, f"{label} s{sample}" if isinstance(sample, int) else label, item, group)
         return
+    row = token_row(label, holder, group)
+    if row is not None:
+        out.token_rows.append(row)
+
+
+def token_row(label: str, holder: dict[str, Any], group: str = "") -> TokenRow | None:
+    """The heat-map row of one logged candidate or bank sample (``token_entropy``, else surprisal from
+    ``token_logprobs``), or ``None`` when it carries neither."""
+    entropy = holder.get("token_entropy")
     logprobs = holder.get("token_logprobs")
-    if _floats(logprobs):
-        out.token_rows.append(TokenRow(label=label, values=[-float(v) for v in logprobs], kind="surprisal"))
+    if _floats(entropy):
+        values, kind = [float(v) for v in entropy], "entropy"
+    elif _floats(logprobs):
+        values, kind = [-float(v) for v in logprobs], "surprisal"
+    else:
+        return None
+    text = holder.get("token_text")
+    top3 = holder.get("token_top3")
+    total = holder.get("tokens_total")
+    answer = holder.get("answer")
+    return TokenRow(
+        label=label,
+        values=values,
+        kind=kind,
+        group=group,
+        tokens=[str(t) for t in text] if isinstance(text, list) else [],
+        logprobs=[float(v) for v in logprobs] if _floats(logprobs) else [],
+        top3=[float(v) for v in top3] if _floats(top3) else [],
+        entropy_kind=str(holder.get("entropy_kind") or "") if kind == "entropy" else "",
+        accepted=holder.get("accepted") is True,
+        total=total if isinstance(total, int) and not isinstance(total, bool) else 0,
+        answer=str(answer) if answer is not None else None,
+    )
 
 
 def _floats(value: Any) -> TypeGuard[list[Any]]:

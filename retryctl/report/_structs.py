@@ -92,6 +92,7 @@ class Extra(LeanExtra, gc=False):
 
     token_entropy: Any = UNSET
     token_logprobs: Any = UNSET
+    token_samples: Any = UNSET
 
     def as_dict(self) -> dict[str, Any]:
         """The keys present, as the plain path would see them."""

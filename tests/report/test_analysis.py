@@ -59,9 +59,10 @@ class TestAnalyse:
         assert a.transitions[("switch", "accept")] == 1 and a.transitions[("switch", "stop")] == 1
 
     def test_token_logprobs_become_surprisal_rows(self, real_log: Path) -> None:
-        rows = analyse([real_log]).token_rows
+        rows = [r for r in analyse([real_log]).token_rows if r.label.startswith("sample")]
         assert rows and {r.kind for r in rows} == {"surprisal"}
         assert rows[0].values == pytest.approx([0.1, 0.7, 2.3])
+        assert rows[0].group.startswith(QUESTIONS[0][0] + "/")  # one heat-map section per step
 
     def test_undecodable_lines_are_skipped_and_named(self, tmp_path: Path, real_log: Path) -> None:
         damaged = tmp_path / "damaged.jsonl"

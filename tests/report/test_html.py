@@ -94,7 +94,10 @@ class TestRenderHtml:
             "black_holes",
         ):
             assert f'id="{panel}"' in html
-        assert html.count('<svg class="chart"') == 6
+        assert html.count('<svg class="chart"') == 5  # the heat map is drawn apart (report/_heatmap.py)
+        # The summaries' 3 questions × 3 samples × 3 tokens, and the verdicts' own (Policy.token_log).
+        assert html.count('<g class="tok">') > 3 * 3 * 3
+        assert 'class="accepted"' in html
         assert "<script" not in html and "http://" not in html.replace(
             'xmlns="http://www.w3.org/2000/svg"', ""
         )
@@ -118,7 +121,8 @@ class TestHtmlInChromium:
         page = _report(graph_log(tmp_path / "log.jsonl", token_logprobs=True), tmp_path / "r.html")
         dom = self._chromium(tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
         charts = re.findall(r'<svg class="chart".*?</svg>', dom, flags=re.S)
-        assert len(charts) == 6
+        assert len(charts) == 5
+        assert '<svg class="tokens"' in dom
         labels = [re.search(r'aria-label="([^"]+)"', c).group(1) for c in charts]  # type: ignore[union-attr]
         assert labels[0].startswith("Fused confidence")
         assert labels[3].startswith("Ungated accuracy against cost")
