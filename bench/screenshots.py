@@ -146,12 +146,12 @@ def trim(path: Path, margin: int = 16) -> None:
 
 
 def shoot(chromium: str, page: Path, name: str, work: Path) -> list[Path]:
-    """One PNG per chart panel of ``page``, as docs/img/``name``-<panel>.png."""
+    """One PNG per chart or heat-map panel of ``page``, as docs/img/``name``-<panel>.png."""
     html = page.read_text(encoding="utf-8")
     panels = re.findall(r'<section class="panel" id="([^"]+)">((?:(?!</section>).)*)', html, flags=re.S)
     out = []
     for panel, body in panels:
-        if '<svg class="chart"' not in body:
+        if "<svg class=\"chart\"" not in body and "<svg class=\"tokens" not in body:
             continue
         # The other sections hidden: the panel is drawn where it would be, at the top of the window.
         alone = work / f"{name}-{panel}.html"
