@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -25,6 +26,7 @@ from langgraph.config import get_stream_writer
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
 from retryctl.nodes._lc_runs import traced_config, verdict_run
+from retryctl.nodes._tool_defer import DeferredLog
 from retryctl.telemetry import NO_TRACING, Tracing
 
 __all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "charged_between", "new_run_id", "run_id_from_config"]
@@ -127,6 +129,11 @@ def charged_between(before: Mapping[str, float], after: Mapping[str, float]) -> 
     return charged
 
 
+def _span_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of :meth:`Tracing.verdict` among a record's ``fields``."""
+    return {k: fields[k] for k in ("attempt", "target", "step_id", "run_id", "latency_ms")}
+
+
 def _write(event: dict[str, Any]) -> None:
     try:
         writer = get_stream_writer()
@@ -145,7 +152,11 @@ class Emitter:
     """
 
     def __init__(
-        self, log: DecisionLog | None = None, *, stream: bool = True, tracing: Tracing = NO_TRACING
+        self,
+        log: DecisionLog | DeferredLog | None = None,
+        *,
+        stream: bool = True,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.log = log
         self.stream = stream
@@ -171,17 +182,26 @@ class Emitter:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         digest: str | None = None
-        if self.log is not None:
-            digest = self.log.append_verdict(
-                verdict,
-                run_id=run_id,
-                step_id=step_id,
-                attempt=attempt,
-                candidates_summary=candidates_summary,
-                latency_ms=latency_ms,
-                target=target,
-                extra=extra,
-            )
+        span: Any = None
+        fields: dict[str, Any] = {
+            "run_id": run_id,
+            "step_id": step_id,
+            "attempt": attempt,
+            "candidates_summary": candidates_summary,
+            "latency_ms": latency_ms,
+            "target": target,
+            "extra": extra,
+        }
+        if isinstance(self.log, DeferredLog) and self.log.deferring():
+            # A tool node's record waits for the end of its pass, and the attempt's span with it
+            # (``held_ends``): the span is written now and takes the record's hash once it exists.
+            if traced:
+                span = self.tracing.verdict(verdict, **_span_fields(fields))
+                traced = False
+            then = None if span is None else partial(self.tracing.record_hash, span)
+            self.log.append_then(verdict, then, **fields)
+        elif self.log is not None:
+            digest = self.log.append_verdict(verdict, **fields)
         if lc_config is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
             verdict_run(
                 lc_config,
@@ -193,15 +213,7 @@ class Emitter:
                 run_id=run_id,
             )
         if traced:
-            self.tracing.verdict(
-                verdict,
-                attempt=attempt,
-                target=target,
-                step_id=step_id,
-                run_id=run_id,
-                latency_ms=latency_ms,
-                record_hash=digest,
-            )
+            self.tracing.verdict(verdict, record_hash=digest, **_span_fields(fields))
         if not self.stream:
             return {}  # the event (a second dump of the verdict) is built only for the stream
         event: dict[str, Any] = {

@@ -21,6 +21,7 @@ from typing import Any
 
 from retryctl.audit import DecisionLog
 from retryctl.nodes._journal import ToolJournal
+from retryctl.telemetry import held_ends
 
 __all__ = ["DeferredLog", "deferring", "put_later"]
 
@@ -35,19 +36,25 @@ class deferring:  # lower case: used as a function, ``with deferring():``
     """One node pass: the writes its calls make wait for its end, then run in this thread, in order.
     (A class, not a ``contextmanager`` generator: it runs on every node pass, and costs a third.)"""
 
-    __slots__ = ("_pending", "_token")
+    __slots__ = ("_ends", "_pending", "_token")
 
     def __enter__(self) -> None:
         self._pending: tuple[list[Callable[[], Any]], list[Callable[[], Any]]] = ([], [])
         self._token = _PENDING.set(self._pending)
+        # The pass's spans end with it, after its records: each record's hash goes on its span first.
+        self._ends = held_ends()
+        self._ends.__enter__()
 
     def __exit__(self, *_: object) -> None:
         _PENDING.reset(self._token)
         logs, puts = self._pending
-        for write in logs:
-            write()
-        for write in puts:
-            write()
+        try:
+            for write in logs:
+                write()
+            for write in puts:
+                write()
+        finally:
+            self._ends.__exit__()
 
 
 class DeferredLog:
@@ -68,11 +75,26 @@ class DeferredLog:
     def append_verdict(self, verdict: Any, **fields: Any) -> str | None:
         """Append the record now and return its hash, or at the end of the pass (``None``: its hash is
         not known yet)."""
+        return self.append_then(verdict, None, **fields)
+
+    def append_then(self, verdict: Any, then: Callable[[str], Any] | None, **fields: Any) -> str | None:
+        """:meth:`append_verdict`, and when the record waits for the end of the pass, ``then(hash)``
+        once it is written."""
         pending = _PENDING.get()
         if pending is None:
             return self.log.append_verdict(verdict, **fields)
-        pending[0].append(lambda: self.log.append_verdict(verdict, **fields))
+
+        def write() -> None:
+            digest = self.log.append_verdict(verdict, **fields)
+            if then is not None:
+                then(digest)
+
+        pending[0].append(write)
         return None
+
+    def deferring(self) -> bool:
+        """Whether a record appended now waits for the end of a pass."""
+        return _PENDING.get() is not None
 
 
 def put_later(journal: ToolJournal, key: str, record: dict[str, Any]) -> None:

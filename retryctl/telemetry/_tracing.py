@@ -24,6 +24,7 @@ them returns at once: :meth:`Tracing.tracer` is ``None`` and the context manager
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
     from retryctl.controller import Verdict
 
-__all__ = ["NO_TRACING", "Tracing", "incoming_context"]
+__all__ = ["NO_TRACING", "Tracing", "held_ends", "incoming_context"]
 
 _VERSION = "0.1.0"  # retryctl.__version__, not imported: this module stays below the top-level package
 _NOTHING: AbstractContextManager[None] = nullcontext()
@@ -61,6 +62,36 @@ class _Scope:
 
 
 _SCOPE: ContextVar[_Scope | None] = ContextVar("retryctl_trace_scope", default=None)
+_ENDS: ContextVar[list[Callable[[], None]] | None] = ContextVar("retryctl_span_ends", default=None)
+"""The span ends held back by :class:`held_ends` in progress (the calls of a node pass, copied into
+the pool's threads with the context, append to the list of the pass that started them)."""
+
+
+def _end(span: Any) -> None:
+    """End ``span`` now, or at its own end time when the :class:`held_ends` block in progress ends."""
+    held = _ENDS.get()
+    if held is None:
+        span.end()
+        return
+    end = time.time_ns()
+    held.append(lambda: span.end(end_time=end))
+
+
+class held_ends:  # lower case: used as a function, ``with held_ends():``
+    """The spans of retryctl that end inside the block stay open until the block ends, then end at the
+    times they would have: what is written on them in between (a decision-log record's hash, written
+    when a tool node's pass ends) is still taken. Exported at the block's end."""
+
+    __slots__ = ("_ends", "_token")
+
+    def __enter__(self) -> None:
+        self._ends: list[Callable[[], None]] = []
+        self._token = _ENDS.set(self._ends)
+
+    def __exit__(self, *_: object) -> None:
+        _ENDS.reset(self._token)
+        for end in self._ends:
+            end()
 
 
 def _is_control_flow(exc: BaseException) -> bool:
@@ -111,7 +142,7 @@ class _Span:
         if self._scope_token is not None:
             _SCOPE.reset(self._scope_token)
         _api.context.detach(self._token)
-        span.end()
+        _end(span)
 
 
 class _Attempt(_Span):
@@ -216,12 +247,13 @@ class Tracing:
         run_id: str | None,
         latency_ms: float,
         record_hash: str | None = None,
-    ) -> None:
+    ) -> Any:
         """Write ``verdict`` on the span of attempt ``attempt``: the open one, or one made now (see the
-        module docstring). ``record_hash``: the decision-log record's hash, when it was written."""
+        module docstring). ``record_hash``: the decision-log record's hash, when it was written.
+        Returns the span written on (``None`` when nothing records)."""
         tracer = self.tracer()
         if tracer is None:
-            return
+            return None
         name = target or step_id
         start = time.time_ns() - int(max(0.0, latency_ms) * 1e6)
         held = None
@@ -262,10 +294,19 @@ class Tracing:
                     | ({n.RUN_ID: run_id} if run_id is not None else {})
                 )
         if made:
-            span.end()
+            _end(span)
         if held is not None and action in TERMINAL:
             assert self.steps is not None
             self.steps.end((run_id, step_id), action)
+        return span
+
+    @staticmethod
+    def record_hash(span: Any, digest: str | None) -> None:
+        """Write a decision-log record's hash, known only after :meth:`verdict` (a record written at the
+        end of a tool node's pass), on the attempt span ``verdict`` returned (still open: its end is
+        held, :class:`held_ends`)."""
+        if digest and span.is_recording():
+            span.set_attribute(n.RECORD_HASH, digest)
 
     def restart_step(self, *, run_id: str | None, step_id: str) -> None:
         """A held step starts again on ``run_id`` (new input): a span of it still open is ended as
