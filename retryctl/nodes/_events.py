@@ -182,7 +182,6 @@ class Emitter:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         digest: str | None = None
-        span: Any = None
         fields: dict[str, Any] = {
             "run_id": run_id,
             "step_id": step_id,
@@ -192,14 +191,13 @@ class Emitter:
             "target": target,
             "extra": extra,
         }
-        if isinstance(self.log, DeferredLog) and self.log.deferring():
+        if traced and isinstance(self.log, DeferredLog) and self.log.deferring():
             # A tool node's record waits for the end of its pass, and the attempt's span with it
-            # (``held_ends``): the span is written now and takes the record's hash once it exists.
-            if traced:
-                span = self.tracing.verdict(verdict, **_span_fields(fields))
-                traced = False
+            # (``held_ends``): the span is written now and takes the record's hash once it is written.
+            span = self.tracing.verdict(verdict, **_span_fields(fields))
             then = None if span is None else partial(self.tracing.record_hash, span)
             self.log.append_then(verdict, then, **fields)
+            traced = False
         elif self.log is not None:
             digest = self.log.append_verdict(verdict, **fields)
         if lc_config is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
