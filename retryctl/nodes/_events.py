@@ -129,11 +129,6 @@ def charged_between(before: Mapping[str, float], after: Mapping[str, float]) -> 
     return charged
 
 
-def _span_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of :meth:`Tracing.verdict` among a record's ``fields``."""
-    return {k: fields[k] for k in ("attempt", "target", "step_id", "run_id", "latency_ms")}
-
-
 def _write(event: dict[str, Any]) -> None:
     try:
         writer = get_stream_writer()
@@ -182,24 +177,35 @@ class Emitter:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         digest: str | None = None
-        fields: dict[str, Any] = {
-            "run_id": run_id,
-            "step_id": step_id,
-            "attempt": attempt,
-            "candidates_summary": candidates_summary,
-            "latency_ms": latency_ms,
-            "target": target,
-            "extra": extra,
-        }
         if traced and isinstance(self.log, DeferredLog) and self.log.deferring():
             # A tool node's record waits for the end of its pass, and the attempt's span with it
             # (``held_ends``): the span is written now and takes the record's hash once it is written.
-            span = self.tracing.verdict(verdict, **_span_fields(fields))
-            then = None if span is None else partial(self.tracing.record_hash, span)
-            self.log.append_then(verdict, then, **fields)
+            span = self.tracing.verdict(
+                verdict, attempt=attempt, target=target, step_id=step_id, run_id=run_id, latency_ms=latency_ms
+            )
+            self.log.append_then(
+                verdict,
+                None if span is None else partial(self.tracing.record_hash, span),
+                run_id=run_id,
+                step_id=step_id,
+                attempt=attempt,
+                candidates_summary=candidates_summary,
+                latency_ms=latency_ms,
+                target=target,
+                extra=extra,
+            )
             traced = False
         elif self.log is not None:
-            digest = self.log.append_verdict(verdict, **fields)
+            digest = self.log.append_verdict(
+                verdict,
+                run_id=run_id,
+                step_id=step_id,
+                attempt=attempt,
+                candidates_summary=candidates_summary,
+                latency_ms=latency_ms,
+                target=target,
+                extra=extra,
+            )
         if lc_config is not None:  # LangChain's handlers (LangSmith, Langfuse, ...) see it as a run
             verdict_run(
                 lc_config,
@@ -211,7 +217,15 @@ class Emitter:
                 run_id=run_id,
             )
         if traced:
-            self.tracing.verdict(verdict, record_hash=digest, **_span_fields(fields))
+            self.tracing.verdict(
+                verdict,
+                attempt=attempt,
+                target=target,
+                step_id=step_id,
+                run_id=run_id,
+                latency_ms=latency_ms,
+                record_hash=digest,
+            )
         if not self.stream:
             return {}  # the event (a second dump of the verdict) is built only for the stream
         event: dict[str, Any] = {

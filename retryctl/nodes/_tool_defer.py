@@ -75,7 +75,11 @@ class DeferredLog:
     def append_verdict(self, verdict: Any, **fields: Any) -> str | None:
         """Append the record now and return its hash, or at the end of the pass (``None``: its hash is
         not known yet)."""
-        return self.append_then(verdict, None, **fields)
+        pending = _PENDING.get()
+        if pending is None:
+            return self.log.append_verdict(verdict, **fields)
+        pending[0].append(lambda: self.log.append_verdict(verdict, **fields))
+        return None
 
     def append_then(self, verdict: Any, then: Callable[[str], Any] | None, **fields: Any) -> str | None:
         """:meth:`append_verdict`, and when the record waits for the end of the pass, ``then(hash)``
