@@ -21,7 +21,7 @@ from typing import Any
 
 from retryctl.audit import DecisionLog
 from retryctl.nodes._journal import ToolJournal
-from retryctl.telemetry import held_ends
+from retryctl.telemetry._tracing import held_ends
 
 __all__ = ["DeferredLog", "deferring", "put_later"]
 

@@ -15,15 +15,14 @@ from retryctl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from retryctl.telemetry._api import OTEL_AVAILABLE
-    from retryctl.telemetry._tracing import NO_TRACING, Tracing, held_ends, incoming_context
+    from retryctl.telemetry._tracing import NO_TRACING, Tracing, incoming_context
 
-__all__ = ["NO_TRACING", "OTEL_AVAILABLE", "Tracing", "held_ends", "incoming_context", "names"]
+__all__ = ["NO_TRACING", "OTEL_AVAILABLE", "Tracing", "incoming_context", "names"]
 
 _MODULES = {
     "NO_TRACING": "_tracing",
     "OTEL_AVAILABLE": "_api",
     "Tracing": "_tracing",
-    "held_ends": "_tracing",
     "incoming_context": "_tracing",
 }
 
