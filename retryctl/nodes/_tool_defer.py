@@ -7,7 +7,9 @@ real runs, not the first one's journaled result. So :class:`~retryctl.nodes.Cont
 collects a pass's writes (:func:`deferring`) and makes them when the pass ends, whether it returned or
 raised, before it asks the user anything, in the node's own thread (not ToolNode's worker thread). The
 order is kept: the log records first, then the journal's, so a journaled final result always has its
-verdicts in the log, and a crash in between loses both (the step then runs again).
+verdicts in the log, and a crash in between loses both (the step then runs again). The pass's spans end
+last (:class:`~retryctl.telemetry._tracing.held_ends`, at the times their calls ended): a record's hash,
+known once it is written, goes on its attempt span first.
 
 Written at once, never deferred: a non-idempotent tool's result (the journal's guard against running it
 twice), and everything outside a node pass (the ``create_agent`` middleware, a call wrapped by hand).
