@@ -185,6 +185,7 @@ class ControlledStep(StepRoutes):
             clock=clock,
             sleep=sleep,
             asleep=asleep,
+            tracer_provider=tracer_provider,
             log=log,
         )
         self.models = {m.name: m for m in group}
@@ -203,7 +204,7 @@ class ControlledStep(StepRoutes):
         self.sleep, self.asleep = waits(sleep, asleep)
         self.step_id = step_id
         self.interactive = interactive
-        self.emitter = Emitter(args.log, tracing=Tracing(tracer_provider))
+        self.emitter = Emitter(args.log, tracing=Tracing(args.tracer_provider))
         self.classifier = error_classifier(retry_on=retry_on, classify=classify)
         self.engine = AttemptEngine(
             policy=self.policy,
