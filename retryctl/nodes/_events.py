@@ -161,10 +161,12 @@ class Emitter:
         candidates_summary: Any,
         latency_ms: float,
         extra: dict[str, Any] | None = None,
+        call_made: bool = True,
     ) -> dict[str, Any]:
         """Record and stream one verdict; return the streamed event (``{}`` when nothing is
         streamed). ``extra`` goes into the record's ``extra`` and the event (e.g.
-        ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
+        ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``). ``call_made``: ``False`` when
+        the attempt called no model or tool (a refusal, a person's reply): its span says so."""
         traced = self.tracing.active
         lc_config = traced_config()
         if self.log is None and not self.stream and not traced and lc_config is None:
@@ -201,6 +203,7 @@ class Emitter:
                 run_id=run_id,
                 latency_ms=latency_ms,
                 record_hash=digest,
+                call_made=call_made,
             )
         if not self.stream:
             return {}  # the event (a second dump of the verdict) is built only for the stream

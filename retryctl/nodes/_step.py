@@ -345,6 +345,9 @@ class ControlledStep(StepRoutes):
             "stop": stop_to(out.stop),
             "notes": notes,
             "latency_ms": (self.clock() - att.started) * 1000.0,
+            # Refused before any draw: an open breaker, or a budget that could not pay for the first.
+            "called": att.refused is None
+            and not (out.exhausted is not None and not out.candidates and out.error is None),
             "charged": charged_between(att.before, used),
             "elapsed_s": used["wall_s"],
             "breakers": breakers,
@@ -493,6 +496,7 @@ class ControlledStep(StepRoutes):
             candidates_summary=summary,
             latency_ms=control.get("latency_ms", 0.0),
             extra=tokens or None,
+            call_made=control.get("called", True),
         )
         dumped = verdict.model_dump(mode="json")
         control["last_verdict"] = dumped
