@@ -41,6 +41,7 @@ from retryctl.models import Candidate, RepeatedFault, normalise_messages
 from retryctl.nodes._events import new_run_id
 from retryctl.telemetry import Tracing, incoming_context
 from retryctl.telemetry import names as otel_names
+from retryctl.telemetry._continue import continued
 from retryctl.telemetry._provider import check_tracer_provider
 
 __all__ = ["CONFIG_ENV", "Gateway", "app_from_env", "create_app"]
@@ -138,7 +139,8 @@ class Gateway:
                 )
             if chat.adaptive:
                 return await self._adaptive(chat, request)
-            forwarded = await self.upstream.forward(body, chat)
+            with continued(request.headers):  # the upstream request carries the caller's traceparent
+                forwarded = await self.upstream.forward(body, chat)
             if forwarded.chunks is None:
                 return Response(
                     forwarded.content, status_code=forwarded.status, media_type=forwarded.media_type

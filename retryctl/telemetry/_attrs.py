@@ -20,7 +20,13 @@ from retryctl.telemetry import names as n
 if TYPE_CHECKING:
     from retryctl.controller import Verdict
 
-__all__ = ["OPERATIONS", "attempt_attributes", "call_attributes", "evaluation_attributes", "verdict_attributes"]
+__all__ = [
+    "OPERATIONS",
+    "attempt_attributes",
+    "call_attributes",
+    "evaluation_attributes",
+    "verdict_attributes",
+]
 
 OPERATIONS = {"model": "chat", "tool": "execute_tool"}
 """``gen_ai.operation.name`` by what is wrapped."""
@@ -44,7 +50,9 @@ def call_attributes(kind: str, target: str, *, call_made: bool) -> dict[str, Any
     }
 
 
-def verdict_attributes(verdict: Verdict, *, record_hash: str | None, call_made: bool = True) -> dict[str, Any]:
+def verdict_attributes(
+    verdict: Verdict, *, record_hash: str | None, call_made: bool = True
+) -> dict[str, Any]:
     """The verdict's attributes on its attempt span (``retryctl.*``, ``error.type``, token usage);
     ``error.type`` only on a call that was made (a refusal is ``retryctl.error.class`` alone)."""
     ev = verdict.evidence

@@ -139,7 +139,9 @@ class TestRefusedAttempts:
     """An attempt that called nothing (a breaker open, a budget spent, a person's reply) is not dressed
     as a tool call: no ``gen_ai.*`` call attributes, ``retryctl.call_made=false``, and no error status."""
 
-    def test_an_open_breaker_skips_the_call(self, provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+    def test_an_open_breaker_skips_the_call(
+        self, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
         breaker = Breaker(BreakerConfig(failure_threshold=1, cooldown_s=60), clock=ManualClock())
         breaker.report("calculator", failed=True)  # open before the call: the attempt is refused
         node = ControlledToolNode(
@@ -171,7 +173,10 @@ class TestRefusedAttempts:
     ) -> None:
         policy = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
         node = ControlledToolNode(
-            [steady_calculator], run_ledger=Ledger(Budget(attempts=0)), policy=policy, tracer_provider=provider
+            [steady_calculator],
+            run_ledger=Ledger(Budget(attempts=0)),
+            policy=policy,
+            tracer_provider=provider,
         )
         graph = _graph(node, InMemorySaver())
         config: Any = {"configurable": {"thread_id": "t"}}
