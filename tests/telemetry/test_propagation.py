@@ -46,7 +46,7 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -66,7 +66,9 @@ def upstream() -> Iterator[tuple[str, list[str | None]]]:
 
 
 def _gateway(url: str, provider: TracerProvider | None) -> Gateway:
-    cfg = GatewayConfig(upstream=url, upstream_model="m", model_name="scripted", calibration="none", retries=1)
+    cfg = GatewayConfig(
+        upstream=url, upstream_model="m", model_name="scripted", calibration="none", retries=1
+    )
     return Gateway(cfg, tracer_provider=provider)
 
 
