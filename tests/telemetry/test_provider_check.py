@@ -16,7 +16,7 @@ from retryctl.batch import BatchConfig, ResultsFile, Task, run_batch
 from retryctl.exceptions import ConfigError
 from retryctl.gateway import EmbeddedUpstream, Gateway
 from retryctl.middleware import RetryController
-from retryctl.nodes import ControlledStep, ControlledToolNode
+from retryctl.nodes import ControlledStep, ControlledToolCalls, ControlledToolNode
 from retryctl.telemetry._provider import check_tracer_provider
 from retryctl.testing import ScriptedBackend
 from tests.gateway._support import config
@@ -58,6 +58,7 @@ def _batch(provider: Any, tmp_path: Path) -> object:
 DRIVERS: dict[str, Callable[[Any, Path], object]] = {
     "RetryController": lambda p, _: _middleware(p),
     "ControlledToolNode": lambda p, _: _tool_node(p),
+    "ControlledToolCalls": lambda p, _: ControlledToolCalls([add], tracer_provider=p),
     "ControlledStep": lambda p, _: _step(p),
     "Gateway": lambda p, _: _gateway(p),
     "run_batch": _batch,
