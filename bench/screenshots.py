@@ -42,6 +42,9 @@ EVAL_RUN = ROOT / "tests" / "report" / "data" / "eval_set_b"
 WIDTH = {"audit": 1100, "eval": 1100, "sweep": 1400}
 """Window width: the audit's and eval's text column (1100 px at most) with the charts at their natural
 size; the sweep's two columns of charts at theirs."""
+TALL = {"tokens": 640}
+"""Window height by panel: a heat map runs as long as the log; its picture shows the first steps (and
+stays small), the page itself has them all."""
 _FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
           "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 
@@ -160,7 +163,7 @@ def shoot(chromium: str, page: Path, name: str, work: Path) -> list[Path]:
         png = IMG / f"{name}-{panel}.png"
         subprocess.run(
             [chromium, *_FLAGS, f"--user-data-dir={work / 'profile'}", f"--screenshot={png}",
-             f"--window-size={WIDTH[name]},2400", alone.as_uri()],
+             f"--window-size={min(WIDTH[name], 1100) if panel in TALL else WIDTH[name]},{TALL.get(panel, 2400)}", alone.as_uri()],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
         trim(png)

@@ -317,7 +317,7 @@ def sweep(
         )
     rows = [point_figures(p, out / p.file_name) for p in points]
     if html is not None:
-        maps = sweep_heat_maps([(p.label, out / p.file_name) for p in points])
+        maps = sweep_heat_maps([(p.heading, out / p.file_name) for p in points])
         page = render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}", heat_maps=maps)
         html.write_text(page, encoding="utf-8")
     if as_json:

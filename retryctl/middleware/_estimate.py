@@ -11,7 +11,7 @@ that is off reserves :data:`UNBOUNDED`, so the actual use is always charged in f
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -19,11 +19,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from retryctl.controller import Budget, PriceTable, Usage
+from retryctl.controller import Budget, Exhaustion, Ledger, PriceTable, Reservation, Usage
 from retryctl.models._output_limit import output_token_limit
 from retryctl.models._prompt_bound import prompt_tokens_bound
 
-__all__ = ["UNBOUNDED", "actual_usage", "estimate_usage", "model_key"]
+__all__ = ["UNBOUNDED", "actual_usage", "estimate_usage", "estimates", "model_key", "reserve"]
 
 UNBOUNDED = 10**12
 """What a call reserves of a quantity whose limit is off."""
@@ -91,3 +91,46 @@ def actual_usage(messages: Sequence[BaseMessage], key: str, prices: PriceTable |
             tokens_out += int(meta.get("output_tokens", 0))
     usd = prices.cost(key, input_tokens=tokens_in, output_tokens=tokens_out) if prices else 0.0
     return Usage(attempts=1, samples=1, input_tokens=tokens_in, output_tokens=tokens_out, usd=usd)
+
+
+_UNLIMITED = Budget()
+
+
+def estimates(
+    ledger: Ledger,
+    *,
+    messages: Sequence[BaseMessage],
+    tools: Sequence[BaseTool | dict[str, Any]],
+    models: Mapping[str, BaseChatModel],
+    prices: PriceTable | None,
+) -> dict[str, Usage]:
+    """What a call of ``messages`` and ``tools`` would reserve on each of ``models``, by member key."""
+    # What is left matters only under a token or USD limit (a limit that is off stays off, even
+    # after an ``extend``): without one the ledger is not read a second time.
+    limits = ledger.budget
+    bounded = any(x is not None for x in (limits.input_tokens, limits.output_tokens, limits.usd))
+    remaining = ledger.remaining() if bounded else _UNLIMITED
+    return {
+        key: estimate_usage(
+            model=model, key=key, messages=messages, tools=tools, remaining=remaining, prices=prices
+        )
+        for key, model in models.items()
+    }
+
+
+def reserve(
+    ledger: Ledger,
+    *,
+    messages: Sequence[BaseMessage],
+    tools: Sequence[BaseTool | dict[str, Any]],
+    key: str,
+    model: BaseChatModel,
+    prices: PriceTable | None,
+) -> Reservation | Exhaustion:
+    """Reserve one call of ``model`` (member ``key``) on ``ledger``, or the limit that refuses it (one
+    already spent is named without estimating)."""
+    spent = ledger.exhausted()
+    if spent is not None:
+        return spent
+    one = estimates(ledger, messages=messages, tools=tools, models={key: model}, prices=prices)
+    return ledger.try_reserve(one[key])

@@ -9,8 +9,9 @@ checked (:mod:`._checks`) and :class:`~retryctl.controller.AttemptEngine` says w
 after a backoff, ``switch`` to the next fallback model (``request.override(model=...)``), ``refine``
 (the refused message and the feedback go back to the model), ``ask_user``, ``stop`` (the agent ends
 with an ``AIMessage`` saying why) or ``accept``. With sampling on, an accepted final answer (no tool
-calls) is drawn again until the policy's stopping rule is satisfied, and judged on agreement; the
-draw returned is one of the answer the verdict accepted, and its record names it (``chosen``).
+calls) is drawn again until the policy's stopping rule is satisfied, and judged on agreement
+(:mod:`._final`); the draw returned is one of the answer the verdict accepted, and its record names
+it (``chosen``). What a call reserves on the run's ledger is :mod:`._estimate`'s.
 Models are called without their clients' own retries (:mod:`retryctl.models._client_retries`): each
 HTTP try is an attempt here.
 """
@@ -24,7 +25,7 @@ from typing import Any
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain.agents.structured_output import StructuredOutputValidationError
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
@@ -35,17 +36,15 @@ from retryctl.controller import (
     AttemptEngine,
     AttemptState,
     Breaker,
-    Budget,
     Clock,
     EquivalenceLike,
     Exhaustion,
     Extend,
     Finish,
-    Observation,
     PriceTable,
     Request,
+    Reservation,
     Sleep,
-    Tally,
     Usage,
     ValidatorResult,
     Verdict,
@@ -55,7 +54,8 @@ from retryctl.controller import (
 from retryctl.controller._breaker import counts_against
 from retryctl.controller._error_rules import Classifier
 from retryctl.middleware._checks import check_response, field_errors, refine_messages
-from retryctl.middleware._estimate import actual_usage, estimate_usage, model_key
+from retryctl.middleware._estimate import actual_usage, estimates, model_key, reserve
+from retryctl.middleware._final import is_final, response_text, sample_final
 from retryctl.middleware._runs import Run
 from retryctl.models._client_retries import without_client_retries
 from retryctl.nodes._events import Emitter, charged_between
@@ -245,10 +245,20 @@ class ModelCalls:
                     notes.append(str(fault))
             tools = {t.name: t for t in call.tools if isinstance(t, BaseTool)} | dict(self.extra_tools)
             checks = check_response(outcome.result, tools, skip=structured)
-            if self.sample_final and _is_final(outcome) and all(c.passed for c in checks):
+            if self.sample_final and is_final(outcome) and all(c.passed for c in checks):
                 # One verdict for the answer, on its samples' agreement (a final answer has no checks
                 # but "it answered"); what is returned is a draw of the answer the verdict names.
-                verdict, chosen = yield from self._sample(call, run, outcome, judge, act)
+                verdict, chosen = yield from sample_final(
+                    call,
+                    run,
+                    outcome,
+                    judge=judge,
+                    act=act,
+                    policy=self.engine.policy,
+                    equivalence=self.equivalence,
+                    reserve=self._reserve,
+                    prices=self.prices,
+                )
                 return _Tried(verdict, chosen)
             return _Tried(judge(validators=checks), outcome)
 
@@ -277,32 +287,15 @@ class ModelCalls:
                 notes.append(str(fault))
         return _Tried(judge(error=error), error=exc)
 
-    def _reserve(self, run: Run, call: ModelRequest[Any], key: str) -> Any:
-        spent = run.ledger.exhausted()
-        if spent is not None:
-            return spent
-        return run.ledger.try_reserve(self._estimates(run, call, {key: call.model})[key])
-
-    def _estimates(
-        self, run: Run, call: ModelRequest[Any], models: Mapping[str, BaseChatModel]
-    ) -> dict[str, Usage]:
-        """What ``call`` would reserve on each of ``models``, by member key."""
-        # What is left matters only under a token or USD limit (a limit that is off stays off, even
-        # after an ``extend``): without one the ledger is not read a second time.
-        limits = run.ledger.budget
-        bounded = any(x is not None for x in (limits.input_tokens, limits.output_tokens, limits.usd))
-        remaining = run.ledger.remaining() if bounded else _UNLIMITED
-        return {
-            key: estimate_usage(
-                model=model,
-                key=key,
-                messages=call.messages,
-                tools=call.tools,
-                remaining=remaining,
-                prices=self.prices,
-            )
-            for key, model in models.items()
-        }
+    def _reserve(self, run: Run, call: ModelRequest[Any], key: str) -> Reservation | Exhaustion:
+        return reserve(
+            run.ledger,
+            messages=call.messages,
+            tools=call.tools,
+            key=key,
+            model=call.model,
+            prices=self.prices,
+        )
 
     def _judge(
         self,
@@ -341,7 +334,11 @@ class ModelCalls:
             budget_scope="run",
             budget_charged=charged_between(before, snapshot.used),
             ledgers=(snapshot,),
-            next_cost=self._estimates(run, call, models) if priced else {},
+            next_cost=estimates(
+                run.ledger, messages=call.messages, tools=call.tools, models=models, prices=self.prices
+            )
+            if priced
+            else {},
             breakers=breakers,
             notes=list(notes),
             **outcome,
@@ -358,63 +355,12 @@ class ModelCalls:
         )
         return verdict
 
-    # -- sampling the final answer -----------------------------------------------------------------
-
-    def _sample(
-        self,
-        call: ModelRequest[Any],
-        run: Run,
-        first: ModelResponse[Any],
-        judge: Callable[..., Verdict],
-        act: Act,
-    ) -> Generator[
-        ModelRequest[Any] | float,
-        ModelResponse[Any] | BaseException | None,
-        tuple[Verdict, ModelResponse[Any]],
-    ]:
-        """Draw the final answer again until the stopping rule stops (or ``max_samples``), then judge
-        the leader's agreement. Extra draws that fail or that the budget refuses end the sampling.
-
-        Returns the verdict and the draw to hand back: the first one whose answer is the verdict's
-        (the answer the stopping rule stood behind, else the most voted), never simply the first
-        draw. The verdict's record names it (``candidates_summary``: ``answers`` of the draws in
-        order, ``chosen`` its index among them)."""
-        policy = self.engine.policy
-        rule = policy.stopping_rule()
-        draws = [first]
-        answers = [self.equivalence(_text(first))]
-        stop = None
-        while len(answers) < policy.max_samples:
-            if len(answers) >= policy.min_samples:
-                stop = rule(Tally.of(answers, max_samples=policy.max_samples))
-                if stop.stop:
-                    break
-            held = self._reserve(run, call, model_key(call.model))
-            if isinstance(held, Exhaustion):
-                break
-            run.count("model")
-            with attempt_scope(act.attempt, act.target):  # a draw of the same attempt, tagged as it is
-                drawn = yield call
-            if not isinstance(drawn, ModelResponse):
-                held.commit(Usage(attempts=1, samples=1))
-                break
-            held.commit(actual_usage(drawn.result, model_key(call.model), self.prices))
-            draws.append(drawn)
-            answers.append(self.equivalence(_text(drawn)) if _is_final(drawn) else None)
-        tally = Tally.of(answers, max_samples=policy.max_samples)
-        stop = rule(tally)
-        # The answer ``decide`` will put on the verdict (its own rule, not a copy of it).
-        leader = Observation(tally=tally, stop=stop).answer
-        chosen = next((i for i, a in enumerate(answers) if a == leader), 0)
-        verdict = judge(tally=tally, stop=stop, summary={"answers": answers, "chosen": chosen})
-        return verdict, draws[chosen]
-
     # -- asking and finishing --------------------------------------------------------------------
 
     def _ask(
         self, state: AttemptState, verdict: Verdict, step_id: str, best: ModelResponse[Any] | None
     ) -> tuple[Any, AttemptState]:
-        text = _text(best) if best is not None else None
+        text = response_text(best) if best is not None else None
         payload = ask_payload(
             verdict,
             step_id=step_id,
@@ -452,7 +398,6 @@ class ModelCalls:
         return ModelResponse(result=[AIMessage(content=text, response_metadata={"retryctl": _info(verdict)})])
 
 
-_UNLIMITED = Budget()
 _ESTIMATED = ("samples", "input_tokens", "output_tokens", "usd")
 """The limits a call's estimate is needed for (one attempt is what every call costs anyway)."""
 
@@ -479,13 +424,3 @@ def _validation_error(exc: BaseException | None) -> ValidationError | None:
 
 def _info(verdict: Verdict) -> dict[str, Any]:
     return {"action": verdict.action.value, "reason": verdict.reason, "confidence": verdict.confidence}
-
-
-def _is_final(response: ModelResponse[Any]) -> bool:
-    last = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
-    return last is not None and not last.tool_calls and response.structured_response is None
-
-
-def _text(response: ModelResponse[Any]) -> str:
-    last = next((m for m in reversed(response.result) if isinstance(m, BaseMessage)), None)
-    return last.text if last is not None else ""

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -25,6 +26,7 @@ from langgraph.config import get_stream_writer
 from retryctl.audit import DecisionLog
 from retryctl.controller import Verdict
 from retryctl.nodes._lc_runs import traced_config, verdict_run
+from retryctl.nodes._tool_defer import DeferredLog
 from retryctl.telemetry import NO_TRACING, Tracing
 
 __all__ = ["REPLY_EVENT", "VERDICT_EVENT", "Emitter", "charged_between", "new_run_id", "run_id_from_config"]
@@ -145,7 +147,11 @@ class Emitter:
     """
 
     def __init__(
-        self, log: DecisionLog | None = None, *, stream: bool = True, tracing: Tracing = NO_TRACING
+        self,
+        log: DecisionLog | DeferredLog | None = None,
+        *,
+        stream: bool = True,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.log = log
         self.stream = stream
@@ -173,7 +179,31 @@ class Emitter:
             return {}  # nowhere to write it: neither the run id nor the event is worth building
         run_id = run_id_from_config()
         digest: str | None = None
-        if self.log is not None:
+        if traced and isinstance(self.log, DeferredLog) and self.log.deferring():
+            # A tool node's record waits for the end of its pass, and the attempt's span with it
+            # (``held_ends``): the span is written now and takes the record's hash once it is written.
+            span = self.tracing.verdict(
+                verdict,
+                attempt=attempt,
+                target=target,
+                step_id=step_id,
+                run_id=run_id,
+                latency_ms=latency_ms,
+                call_made=call_made,
+            )
+            self.log.append_then(
+                verdict,
+                None if span is None else partial(self.tracing.record_hash, span),
+                run_id=run_id,
+                step_id=step_id,
+                attempt=attempt,
+                candidates_summary=candidates_summary,
+                latency_ms=latency_ms,
+                target=target,
+                extra=extra,
+            )
+            traced = False
+        elif self.log is not None:
             digest = self.log.append_verdict(
                 verdict,
                 run_id=run_id,

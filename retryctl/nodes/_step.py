@@ -45,7 +45,7 @@ from retryctl.models import ModelBackend
 from retryctl.models._messages import Message, normalise_messages
 from retryctl.nodes._arguments import DriverArguments, check_arguments, model_backends, waits
 from retryctl.nodes._backoff import WaitRetryAfter
-from retryctl.nodes._events import Emitter, charged_between
+from retryctl.nodes._events import Emitter, charged_between, run_id_from_config
 from retryctl.nodes._lc_runs import attempt_scope
 from retryctl.nodes._observe import (
     Validator,
@@ -137,8 +137,9 @@ class ControlledStep(StepRoutes):
     retried) and ``classify`` (a function of the exception returning an ``ErrorClass``, or ``None`` for
     the default) judge a failed draw (see :func:`~retryctl.controller.error_classifier`).
     ``tracer_provider``: the OpenTelemetry provider of the attempts' spans (``None``: the application's
-    global one, if set; :mod:`retryctl.telemetry`): each attempt a span named for its model, in the span
-    current where the step runs, with its verdict as an event. Every argument
+    global one, if set; :mod:`retryctl.telemetry`): the step a span ``retryctl.step <step_id>`` in the
+    span current where it runs (opened at its first verdict, ended at its terminal one), each attempt a
+    child span named for its model, with its verdict as an event. Every argument
     is checked here (:mod:`retryctl.nodes._arguments`): a wrong one is a
     :class:`~retryctl.exceptions.ConfigError` naming it.
     """
@@ -204,7 +205,7 @@ class ControlledStep(StepRoutes):
         self.sleep, self.asleep = waits(sleep, asleep)
         self.step_id = step_id
         self.interactive = interactive
-        self.emitter = Emitter(args.log, tracing=Tracing(args.tracer_provider))
+        self.emitter = Emitter(args.log, tracing=Tracing(args.tracer_provider, held_steps=True))
         self.classifier = error_classifier(retry_on=retry_on, classify=classify)
         self.engine = AttemptEngine(
             policy=self.policy,
@@ -258,6 +259,8 @@ class ControlledStep(StepRoutes):
     def _begin_step(self, state: StepState) -> Command[str]:
         # Runs only when the graph is invoked with input: a resume continues at the interrupted node.
         attempt, _ = self.engine.start(self.names)
+        if self.emitter.tracing.active:  # a span this run left open (its graph raised) ends here
+            self.emitter.tracing.restart_step(run_id=run_id_from_config(), step_id=self.step_id)
         fresh: dict[str, Any] = {
             "control": self._keep({}, attempt),
             "usage": {},

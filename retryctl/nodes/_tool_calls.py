@@ -18,7 +18,7 @@ import asyncio
 import copy
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
@@ -304,10 +304,9 @@ class ControlledToolCalls:
         return self.controller.settle(st, reservation, result)
 
 
-def _deferred(log: DecisionLog | None) -> DecisionLog | None:
-    # Inside a node pass its records wait for the pass to end (see _tool_defer); Emitter calls only
-    # append_verdict, which DeferredLog has.
-    return None if log is None else cast("DecisionLog", DeferredLog(log))
+def _deferred(log: DecisionLog | None) -> DeferredLog | None:
+    # Inside a node pass its records wait for the pass to end (see _tool_defer).
+    return None if log is None else DeferredLog(log)
 
 
 def _call_attributes(request: ToolCallRequest) -> dict[str, Any]:

@@ -7,7 +7,9 @@ real runs, not the first one's journaled result. So :class:`~retryctl.nodes.Cont
 collects a pass's writes (:func:`deferring`) and makes them when the pass ends, whether it returned or
 raised, before it asks the user anything, in the node's own thread (not ToolNode's worker thread). The
 order is kept: the log records first, then the journal's, so a journaled final result always has its
-verdicts in the log, and a crash in between loses both (the step then runs again).
+verdicts in the log, and a crash in between loses both (the step then runs again). The pass's spans end
+last (:class:`~retryctl.telemetry._tracing.held_ends`, at the times their calls ended): a record's hash,
+known once it is written, goes on its attempt span first.
 
 Written at once, never deferred: a non-idempotent tool's result (the journal's guard against running it
 twice), and everything outside a node pass (the ``create_agent`` middleware, a call wrapped by hand).
@@ -21,6 +23,7 @@ from typing import Any
 
 from retryctl.audit import DecisionLog
 from retryctl.nodes._journal import ToolJournal
+from retryctl.telemetry._tracing import held_ends
 
 __all__ = ["DeferredLog", "deferring", "put_later"]
 
@@ -35,19 +38,25 @@ class deferring:  # lower case: used as a function, ``with deferring():``
     """One node pass: the writes its calls make wait for its end, then run in this thread, in order.
     (A class, not a ``contextmanager`` generator: it runs on every node pass, and costs a third.)"""
 
-    __slots__ = ("_pending", "_token")
+    __slots__ = ("_ends", "_pending", "_token")
 
     def __enter__(self) -> None:
         self._pending: tuple[list[Callable[[], Any]], list[Callable[[], Any]]] = ([], [])
         self._token = _PENDING.set(self._pending)
+        # The pass's spans end with it, after its records: each record's hash goes on its span first.
+        self._ends = held_ends()
+        self._ends.__enter__()
 
     def __exit__(self, *_: object) -> None:
         _PENDING.reset(self._token)
         logs, puts = self._pending
-        for write in logs:
-            write()
-        for write in puts:
-            write()
+        try:
+            for write in logs:
+                write()
+            for write in puts:
+                write()
+        finally:
+            self._ends.__exit__()
 
 
 class DeferredLog:
@@ -73,6 +82,25 @@ class DeferredLog:
             return self.log.append_verdict(verdict, **fields)
         pending[0].append(lambda: self.log.append_verdict(verdict, **fields))
         return None
+
+    def append_then(self, verdict: Any, then: Callable[[str], Any] | None, **fields: Any) -> str | None:
+        """:meth:`append_verdict`, and when the record waits for the end of the pass, ``then(hash)``
+        once it is written."""
+        pending = _PENDING.get()
+        if pending is None:
+            return self.log.append_verdict(verdict, **fields)
+
+        def write() -> None:
+            digest = self.log.append_verdict(verdict, **fields)
+            if then is not None:
+                then(digest)
+
+        pending[0].append(write)
+        return None
+
+    def deferring(self) -> bool:
+        """Whether a record appended now waits for the end of a pass."""
+        return _PENDING.get() is not None
 
 
 def put_later(journal: ToolJournal, key: str, record: dict[str, Any]) -> None:

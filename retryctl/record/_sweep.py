@@ -44,6 +44,13 @@ class GridPoint:
         return f"T={self.temperature:g} top_p={_knob(self.top_p)} min_p={_knob(self.min_p)}"
 
     @property
+    def heading(self) -> str:
+        """``temperature 0.7, top_p 0.9, min_p unset``: the label in words, for a page's headings."""
+        knobs = (("top_p", self.top_p), ("min_p", self.min_p))
+        rest = ", ".join(f"{k} {v:g}" if v is not None else f"{k} unset" for k, v in knobs)
+        return f"temperature {self.temperature:g}, {rest}"
+
+    @property
     def file_name(self) -> str:
         """The bank's file name in the sweep's directory."""
         return f"bank-t{self.temperature:g}-p{_knob(self.top_p)}-m{_knob(self.min_p)}.jsonl"

@@ -123,7 +123,9 @@ def _map_svg(rows: Sequence[TokenRow], vmax: float, title: str) -> str:
     height = sum(n * _CELL_H + _GAP for n in lines) + 4
     out = [
         f'<svg class="tokens" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
+        # as wide as it is drawn, narrower on a narrower page (the cells scale, none is cut off)
+        f'viewBox="0 0 {width} {height}" style="max-width:100%;height:auto" role="img" '
+        f'aria-label="{escape(title)}">'
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>'
     ]
     y = 2

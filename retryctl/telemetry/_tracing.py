@@ -13,6 +13,10 @@ provider, read at each span, so a provider set after the driver was built is use
   a block of code (a LangGraph step across nodes, the middleware's model-call flow) gets the attempt
   span made then, started back at the attempt's start (now minus its latency) and ended at once.
 
+A driver whose *step* is not a block of code either (:class:`~retryctl.nodes.ControlledStep`, built with
+``held_steps=True``) has its step span held open between verdicts (:mod:`retryctl.telemetry._held`):
+opened at the first, the parent of every attempt span, ended at the terminal one.
+
 When nothing records (the ``otel`` extra missing, or no provider given and none set globally), each of
 them returns at once: :meth:`Tracing.tracer` is ``None`` and the context managers are one shared no-op.
 """
@@ -20,6 +24,7 @@ them returns at once: :meth:`Tracing.tracer` is ``None`` and the context manager
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
@@ -32,13 +37,14 @@ from retryctl.telemetry._attrs import (
     evaluation_attributes,
     verdict_attributes,
 )
+from retryctl.telemetry._held import TERMINAL, HeldSteps
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from retryctl.controller import Verdict
 
-__all__ = ["NO_TRACING", "Tracing", "incoming_context"]
+__all__ = ["NO_TRACING", "Tracing", "held_ends", "incoming_context"]
 
 _VERSION = "0.1.0"  # retryctl.__version__, not imported: this module stays below the top-level package
 _NOTHING: AbstractContextManager[None] = nullcontext()
@@ -63,6 +69,36 @@ class _Scope:
 
 
 _SCOPE: ContextVar[_Scope | None] = ContextVar("retryctl_trace_scope", default=None)
+_ENDS: ContextVar[list[Callable[[], None]] | None] = ContextVar("retryctl_span_ends", default=None)
+"""The span ends held back by :class:`held_ends` in progress (the calls of a node pass, copied into
+the pool's threads with the context, append to the list of the pass that started them)."""
+
+
+def _end(span: Any) -> None:
+    """End ``span`` now, or at its own end time when the :class:`held_ends` block in progress ends."""
+    held = _ENDS.get()
+    if held is None:
+        span.end()
+        return
+    end = time.time_ns()
+    held.append(lambda: span.end(end_time=end))
+
+
+class held_ends:  # lower case: used as a function, ``with held_ends():``
+    """The spans of retryctl that end inside the block stay open until the block ends, then end at the
+    times they would have: what is written on them in between (a decision-log record's hash, written
+    when a tool node's pass ends) is still taken. Exported at the block's end."""
+
+    __slots__ = ("_ends", "_token")
+
+    def __enter__(self) -> None:
+        self._ends: list[Callable[[], None]] = []
+        self._token = _ENDS.set(self._ends)
+
+    def __exit__(self, *_: object) -> None:
+        _ENDS.reset(self._token)
+        for end in self._ends:
+            end()
 
 
 def _is_control_flow(exc: BaseException) -> bool:
@@ -113,7 +149,7 @@ class _Span:
         if self._scope_token is not None:
             _SCOPE.reset(self._scope_token)
         _api.context.detach(self._token)
-        span.end()
+        _end(span)
 
 
 class _Attempt(_Span):
@@ -147,12 +183,15 @@ class Tracing:
     """Spans of one driver through ``tracer_provider``, or through the application's global provider
     when it is ``None`` (retryctl never sets one). See the module docstring."""
 
-    __slots__ = ("_held", "tracer_provider")
+    __slots__ = ("_held", "steps", "tracer_provider")
 
-    def __init__(self, tracer_provider: Any = None) -> None:
+    def __init__(self, tracer_provider: Any = None, *, held_steps: bool = False) -> None:
         self.tracer_provider = tracer_provider
         """The provider given, or ``None``: the global one."""
         self._held: tuple[Any, Any] | None = None
+        self.steps = HeldSteps() if held_steps else None
+        """With ``held_steps`` (a driver whose step spans several LangGraph nodes): the step spans held
+        open between its verdicts (:mod:`retryctl.telemetry._held`); ``None`` otherwise."""
 
     def tracer(self) -> Any:
         """The ``retryctl`` tracer of the provider in force, or ``None`` when nothing would record (the
@@ -221,25 +260,34 @@ class Tracing:
         latency_ms: float,
         record_hash: str | None = None,
         call_made: bool = True,
-    ) -> None:
+    ) -> Any:
         """Write ``verdict`` on the span of attempt ``attempt``: the open one, or one made now (see the
         module docstring). ``record_hash``: the decision-log record's hash, when it was written.
         ``call_made``: ``False`` when the attempt called nothing (a breaker or a budget refused the call,
-        a person's reply decided): its span then carries no GenAI call attributes and is no error."""
+        a person's reply decided): its span then carries no GenAI call attributes and is no error.
+        Returns the span written on (``None`` when nothing records)."""
         tracer = self.tracer()
         if tracer is None:
-            return
-        scope = _SCOPE.get()
+            return None
         name = target or step_id
+        start = time.time_ns() - int(max(0.0, latency_ms) * 1e6)
+        held = None
+        if self.steps is not None:  # a step across nodes: its span is held, never the current scope
+            scope, key = None, (run_id, step_id)
+            held = self.steps.get(tracer, key, start_time=start)
+        else:
+            scope = _SCOPE.get()
         kind = scope.kind if scope is not None else "model"
         if scope is not None and scope.live is not None and scope.live_attempt == attempt:
             span, made = scope.live, False
             scope.live_judged = True
         else:
-            links = [_api.trace.Link(scope.link)] if scope is not None and scope.link is not None else None
-            start = time.time_ns() - int(max(0.0, latency_ms) * 1e6)
+            switched = held.link if held is not None else scope.link if scope is not None else None
+            links = [_api.trace.Link(switched)] if switched is not None else None
             attrs = attempt_attributes(attempt)
-            span, made = tracer.start_span(name, attributes=attrs, links=links, start_time=start), True
+            parent = held.context if held is not None else None
+            span = tracer.start_span(name, context=parent, attributes=attrs, links=links, start_time=start)
+            made = True
         if span.is_recording():
             attrs = call_attributes(kind, name, call_made=call_made)
             attrs |= verdict_attributes(verdict, record_hash=record_hash, call_made=call_made)
@@ -254,15 +302,35 @@ class Tracing:
             if verdict.evidence.error_class is not None and call_made:
                 # A refused call is no failed operation: its reason is the verdict event's explanation.
                 span.set_status(_api.trace.Status(_api.trace.StatusCode.ERROR, verdict.reason))
-        if scope is not None:
-            scope.link = span.get_span_context() if verdict.action.value == "switch" else None
-            if scope.span.is_recording():
-                scope.span.set_attributes(
-                    {n.ACTION: verdict.action.value, n.ATTEMPTS: attempt, n.STEP_ID: step_id}
+        action = verdict.action.value
+        owner = held if held is not None else scope
+        if owner is not None:
+            owner.link = span.get_span_context() if action == "switch" else None
+            if owner.span.is_recording():
+                owner.span.set_attributes(
+                    {n.ACTION: action, n.ATTEMPTS: attempt, n.STEP_ID: step_id}
                     | ({n.RUN_ID: run_id} if run_id is not None else {})
                 )
         if made:
-            span.end()
+            _end(span)
+        if held is not None and action in TERMINAL:
+            assert self.steps is not None
+            self.steps.end((run_id, step_id), action)
+        return span
+
+    @staticmethod
+    def record_hash(span: Any, digest: str | None) -> None:
+        """Write a decision-log record's hash, known only after :meth:`verdict` (a record written at the
+        end of a tool node's pass), on the attempt span ``verdict`` returned (still open: its end is
+        held, :class:`held_ends`)."""
+        if digest and span.is_recording():
+            span.set_attribute(n.RECORD_HASH, digest)
+
+    def restart_step(self, *, run_id: str | None, step_id: str) -> None:
+        """A held step starts again on ``run_id`` (new input): a span of it still open is ended as
+        unfinished (:mod:`retryctl.telemetry._held`)."""
+        if self.steps is not None:
+            self.steps.restart((run_id, step_id))
 
 
 NO_TRACING = Tracing()

@@ -44,6 +44,7 @@ __all__ = [
     "SPAN_TASK",
     "SPAN_TOOL",
     "STEP_ID",
+    "STEP_UNFINISHED",
     "STOPPING_REASON",
     "STOPPING_RULE",
     "SWITCH_TO",
@@ -89,6 +90,9 @@ KIND: Final = "retryctl.kind"
 """``model`` or ``tool``: what the step or call wraps."""
 RUN_ID: Final = "retryctl.run_id"
 STEP_ID: Final = "retryctl.step_id"
+STEP_UNFINISHED: Final = "retryctl.step.unfinished"
+"""On a ``ControlledStep``'s span ended before its terminal verdict: ``evicted`` (too many steps held
+open at once) or ``restarted`` (the step was started again on the same run)."""
 ATTEMPT: Final = "retryctl.attempt"
 ATTEMPTS: Final = "retryctl.attempts"
 """On a step or tool span: the attempts it took."""

@@ -76,9 +76,16 @@ class TestStepInBatchSpans:
         assert sorted(s.name for s in tasks) == [f"{names.SPAN_TASK} t0", f"{names.SPAN_TASK} t1"]
         easy, hard = (one(spans, f"{names.SPAN_TASK} t{i}") for i in range(2))
         assert attrs(easy)[names.TASK_ID] == "t0"
-        assert {s.name for s in _under(spans, hard)} == {"small"}  # each task's attempts in its own span
+        # Each task's step in its own span, the step's attempts in the step's.
+        (hard_step,) = children(spans, hard)
+        assert hard_step.name == f"{names.SPAN_STEP} solve"
+        assert {s.name for s in children(spans, hard_step)} == {"small"}
 
-        (accepted,) = _under(spans, easy)
+        (step,) = children(spans, easy)
+        assert step.name == f"{names.SPAN_STEP} solve"
+        assert attrs(step)[names.ACTION] == "accept"
+        (accepted,) = children(spans, step)
+        assert _under(spans, easy) == [step, accepted]
         assert accepted.name == "small"
         assert attrs(accepted)[names.OPERATION_NAME] == "chat"
         assert attrs(accepted)[names.REQUEST_MODEL] == "small"
@@ -97,7 +104,9 @@ class TestStepInBatchSpans:
         _batch(tmp_path, provider, "hard question")
         spans = finished(exporter)
         task = one(spans, f"{names.SPAN_TASK} t0")
-        attempts = _under(spans, task)
+        (step,) = children(spans, task)
+        assert (attrs(step)[names.ACTION], attrs(step)[names.ATTEMPTS]) == ("stop", 2)
+        attempts = children(spans, step)
         assert [s.name for s in attempts] == ["small", "small"]
         assert [attrs(s)[names.ATTEMPT] for s in attempts] == [1, 2]
         first, last = (evaluation(s)[names.EVALUATION_SCORE_LABEL] for s in attempts)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -12,6 +15,7 @@ from langgraph.types import Command
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from retryctl.audit import DecisionLog, read_records
 from retryctl.controller import Breaker, BreakerConfig, Budget, Ledger, ManualClock, Policy
 from retryctl.nodes import ControlledToolNode
 from retryctl.telemetry import names
@@ -57,18 +61,78 @@ def _run(node: ControlledToolNode) -> dict[str, Any]:
     return out
 
 
+def _switching_node(provider: TracerProvider, **kwargs: Any) -> ControlledToolNode:
+    calculator = _flaky()
+    return ControlledToolNode(
+        [calculator],
+        groups={"arithmetic": [calculator, python]},
+        adapters={"python": lambda args: {"code": f"print({args['expression']})"}},
+        breaker=Breaker(BreakerConfig(failure_threshold=2, cooldown_s=60), clock=ManualClock()),
+        sleep=lambda _: None,
+        tracer_provider=provider,
+        **kwargs,
+    )
+
+
+def _hashes(path: Path) -> list[tuple[int, str]]:
+    return [(r.attempt, r.hash) for r in read_records(path) if r.kind == "verdict"]
+
+
+class TestRecordHash:
+    """The node writes its records when its pass ends; its spans end then too, at their own times."""
+
+    @pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+    def test_each_attempt_span_carries_its_records_hash(
+        self, run: str, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        path = tmp_path / "log.jsonl"
+        with DecisionLog(path) as log:
+            graph = _graph(_switching_node(provider, log=log))
+            state = {"messages": [HumanMessage("go"), AIMessage(content="", tool_calls=[CALL])]}
+            if run == "invoke":
+                graph.invoke(state)
+            else:
+                asyncio.run(graph.ainvoke(state))
+        spans = finished(exporter)
+        call = one(spans, f"{names.SPAN_TOOL} calculator")
+        attempts = children(spans, call)
+        assert [(attrs(s)[names.ATTEMPT], attrs(s)[names.RECORD_HASH]) for s in attempts] == _hashes(path)
+        # Held to the end of the pass, each span still ends when its attempt did.
+        first, second, third = attempts
+        assert first.end_time is not None and second.start_time is not None
+        assert first.end_time <= second.start_time
+        assert second.end_time is not None and third.start_time is not None
+        assert second.end_time <= third.start_time
+        assert third.end_time is not None and call.end_time is not None
+        assert third.end_time <= call.end_time
+
+    def test_the_verdict_on_a_resumed_question_carries_its_hash(
+        self, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        path = tmp_path / "log.jsonl"
+        with DecisionLog(path) as log:
+            policy = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
+            node = ControlledToolNode(
+                [steady_calculator],
+                run_ledger=Ledger(Budget(attempts=0)),
+                policy=policy,
+                log=log,
+                tracer_provider=provider,
+            )
+            graph = _graph(node, InMemorySaver())
+            config: Any = {"configurable": {"thread_id": "t"}}
+            graph.invoke({"messages": [AIMessage(content="", tool_calls=[CALL])]}, config)
+            graph.invoke(Command(resume={"action": "extend", "budget": {"attempts": 1}}), config)
+        spans = finished(exporter)
+        hashes = [h for _, h in _hashes(path)]
+        assert len(hashes) == 3  # the question, the extension, the accept
+        attempts = [s for s in spans if s.name == "calculator"]
+        assert sorted(attrs(s).get(names.RECORD_HASH) or "" for s in attempts) == sorted(hashes)
+
+
 class TestToolNodeSpans:
     def test_retried_then_switched(self, provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
-        calculator = _flaky()
-        node = ControlledToolNode(
-            [calculator],
-            groups={"arithmetic": [calculator, python]},
-            adapters={"python": lambda args: {"code": f"print({args['expression']})"}},
-            breaker=Breaker(BreakerConfig(failure_threshold=2, cooldown_s=60), clock=ManualClock()),
-            sleep=lambda _: None,
-            tracer_provider=provider,
-        )
-        _run(node)
+        _run(_switching_node(provider))
         spans = finished(exporter)
         call = one(spans, f"{names.SPAN_TOOL} calculator")
         assert attrs(call)[names.TOOL_CALL_ID] == "call-1"
