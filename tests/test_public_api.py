@@ -283,6 +283,7 @@ TELEMETRY_NAMES = {
     "BATCH_TASKS",
     "TASK_ID",
     "ACTION",
+    "CALL_MADE",
     "ATTEMPT",
     "ATTEMPTS",
     "BREAKER_OPEN",

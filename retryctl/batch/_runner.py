@@ -65,6 +65,7 @@ from retryctl.controller import (
 from retryctl.exceptions import ConfigError
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.telemetry import Tracing, names
+from retryctl.telemetry._provider import check_tracer_provider
 
 if TYPE_CHECKING:
     pass
@@ -145,7 +146,7 @@ async def run_batch(
     ``tracer_provider``: the OpenTelemetry provider of the batch's spans (``None``: the application's
     global one, if set; :mod:`retryctl.telemetry`): one ``retryctl.batch`` span, a ``retryctl.task
     <id>`` child per task, in which the graph's own spans (its steps' attempts, its tool calls) nest."""
-    tracing = Tracing(tracer_provider)
+    tracing = Tracing(check_tracer_provider(tracer_provider))
     with tracing.span(names.SPAN_BATCH, {names.BATCH_TASKS: len(tasks)}):
         return await _run_all(
             graph, tasks, results, config=config, on_done=on_done, asleep=asleep, clock=clock, tracing=tracing

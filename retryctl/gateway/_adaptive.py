@@ -142,6 +142,8 @@ class _Attempt:
     error: BaseException | None
     drawn: list[Candidate] = field(default_factory=list)
     """The candidates as the backend returned them, in the order drawn (one per outcome record)."""
+    called: bool = True
+    """``False`` when the breaker refused the call: nothing was asked of the upstream."""
 
     def candidate(self, record: CandidateRecord | None) -> Candidate | None:
         """The drawn candidate behind ``record`` (the loop records every draw, in order)."""
@@ -285,6 +287,9 @@ async def decide_request(
                 run_id=run_id,
                 latency_ms=latency_ms,
                 record_hash=record.get("hash"),
+                # Refused before any draw: the breaker, or a budget that could not pay for the first.
+                call_made=tried.called
+                and not (out.exhausted is not None and not out.candidates and out.error is None),
             )
         state, request = engine.after(state, verdict, wall_left_s=ledger.remaining().wall_s)
     used = ledger.snapshot().used
@@ -335,7 +340,7 @@ async def _attempt(
         admission = breaker.admit(target)
         if admission.refused is not None:
             loop.close()
-            return _Attempt(SampleOutcome(error=classify(admission.refused)), admission.refused)
+            return _Attempt(SampleOutcome(error=classify(admission.refused)), admission.refused, called=False)
     watched = _Watched(backend, used)
     out = await run_async(loop, watched, messages)
     if breaker is not None:

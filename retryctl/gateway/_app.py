@@ -41,6 +41,8 @@ from retryctl.models import Candidate, RepeatedFault, normalise_messages
 from retryctl.nodes._events import new_run_id
 from retryctl.telemetry import Tracing, incoming_context
 from retryctl.telemetry import names as otel_names
+from retryctl.telemetry._continue import continued
+from retryctl.telemetry._provider import check_tracer_provider
 
 __all__ = ["CONFIG_ENV", "Gateway", "app_from_env", "create_app"]
 
@@ -68,7 +70,7 @@ class Gateway:
         tracer_provider: Any = None,
     ) -> None:
         self.config = config
-        self.tracing = Tracing(tracer_provider)
+        self.tracing = Tracing(check_tracer_provider(tracer_provider))
         """Spans of adaptive requests (:mod:`retryctl.telemetry`): the global provider's unless given.
         A request's ``traceparent`` is continued (the application's global propagator reads it)."""
         self.retry = config.retry_settings()  # one for the proxy and every adaptive request
@@ -137,7 +139,8 @@ class Gateway:
                 )
             if chat.adaptive:
                 return await self._adaptive(chat, request)
-            forwarded = await self.upstream.forward(body, chat)
+            with continued(request.headers):  # the upstream request carries the caller's traceparent
+                forwarded = await self.upstream.forward(body, chat)
             if forwarded.chunks is None:
                 return Response(
                     forwarded.content, status_code=forwarded.status, media_type=forwarded.media_type

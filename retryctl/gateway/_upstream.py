@@ -61,6 +61,7 @@ from retryctl.models import (
     TransientBackendError,
 )
 from retryctl.models._openai_wire import parse_retry_after, status_error
+from retryctl.models._propagation import trace_headers
 from retryctl.models._retry import call_with_retries
 
 __all__ = ["EmbeddedUpstream", "Forwarded", "HttpUpstream", "Upstream"]
@@ -296,8 +297,10 @@ class HttpUpstream:
         response: aiohttp.ClientResponse | None = None
         try:
             try:
+                traced = trace_headers()  # None unless a span or an incoming trace is current
+                headers = _JSON_HEADERS if traced is None else {**_JSON_HEADERS, **traced}
                 response = await self._client().post(
-                    self._url, data=content, headers=_JSON_HEADERS, proxy=self._proxy
+                    self._url, data=content, headers=headers, proxy=self._proxy
                 )
                 if not stream or response.status >= 400:
                     raw = await response.read()  # and the connection goes back to the pool

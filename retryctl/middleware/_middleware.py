@@ -241,10 +241,11 @@ class RetryController(AgentMiddleware[RetryControlState, Any, Any]):
             clock=clock,
             sleep=sleep,
             asleep=asleep,
+            tracer_provider=tracer_provider,
             log=log,
         )
         self.log = args.log
-        self.tracing = Tracing(tracer_provider)
+        self.tracing = Tracing(args.tracer_provider)
         """The spans of the agent's model and tool calls (:mod:`retryctl.telemetry`)."""
         self.emitter = Emitter(self.log, stream=stream_events, tracing=self.tracing)
         self.groups: dict[str, list[BaseTool | str]] = dict(args.groups or {})

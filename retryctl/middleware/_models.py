@@ -227,10 +227,10 @@ class ModelCalls:
                 if admission.fault is not None:
                     notes.append(str(admission.fault))
                 if admission.refused is not None:
-                    return _Tried(judge(error=classify(admission.refused)))
+                    return _Tried(judge(error=classify(admission.refused), call_made=False))
             held = self._reserve(run, call, act.target)
             if isinstance(held, Exhaustion):
-                return _Tried(judge(exhausted=held))
+                return _Tried(judge(exhausted=held, call_made=False))
             run.count("model")
             with attempt_scope(act.attempt, act.target):  # the call's run is tagged retry:attempt:N
                 outcome = yield call
@@ -311,6 +311,7 @@ class ModelCalls:
         summary: Mapping[str, Any] | None = None,
         before: dict[str, float],
         models: Mapping[str, BaseChatModel],
+        call_made: bool = True,
         **outcome: Any,
     ) -> Verdict:
         snapshot = run.ledger.snapshot()
@@ -350,6 +351,7 @@ class ModelCalls:
             target=act.target,
             candidates_summary={"model": act.target, "messages": len(call.messages), **(summary or {})},
             latency_ms=(self.clock() - started) * 1000.0,
+            call_made=call_made,
         )
         return verdict
 
@@ -376,6 +378,7 @@ class ModelCalls:
             candidates_summary={"model": state.target},
             latency_ms=0.0,
             extra=reply_extra(reply),
+            call_made=False,  # a person's reply decided: nothing was called
         )
         return next_, state
 

@@ -50,6 +50,7 @@ from retryctl.models._openai_modes import (
 )
 from retryctl.models._openai_stream import UNREPORTED_PROMPT, StreamReader
 from retryctl.models._openai_wire import parse_completion, translate_error
+from retryctl.models._propagation import trace_headers
 from retryctl.models._retry import RetrySettings, Sleep, call_with_retries
 from retryctl.models._types import Candidate, SamplingParams
 
@@ -236,7 +237,10 @@ class OpenAIBackend(BackendBase):
             # the SDK's status errors are the same; the body is read by our parser either way.
             with self._lease() as client:
                 raw = await client.post(
-                    "/chat/completions", body=payload, cast_to=openai.HttpxBinaryResponseContent
+                    "/chat/completions",
+                    body=payload,
+                    cast_to=openai.HttpxBinaryResponseContent,
+                    options=_traced_options(),
                 )
             body = raw.text
         except openai.OpenAIError as exc:
@@ -266,6 +270,7 @@ class OpenAIBackend(BackendBase):
                     cast_to=object,  # the decoded JSON of each event, validated by the reader
                     stream=True,
                     stream_cls=openai.AsyncStream[object],
+                    options=_traced_options(),
                 )
                 try:
                     response = stream.response
@@ -434,3 +439,10 @@ def _dropped_note(params: SamplingParams, n: int, plan: Plan) -> str | None:
 
 def _with_note(candidate: Candidate, note: str) -> Candidate:
     return replace(candidate, notes=(*candidate.notes, note))
+
+
+def _traced_options() -> Any:
+    """The SDK request options that carry the current trace to the server (``traceparent``), when one
+    is current (the attempt span of a traced step or gateway request); else none."""
+    headers = trace_headers()
+    return {} if headers is None else {"headers": headers}

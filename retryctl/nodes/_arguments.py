@@ -17,6 +17,9 @@
 ``clock``       ``() -> float``; ``sleep`` ``(seconds) -> None``; ``asleep`` its awaitable twin
 =============== ==============================================================================
 
+and ``tracer_provider``: an OpenTelemetry ``TracerProvider`` (an instance, not a ``Tracer``), or ``None``
+for the application's global one; the gateway and ``run_batch`` check theirs with the same function.
+
 :func:`check_arguments` validates what a driver was given with one pydantic model and turns the first
 problem into a :class:`~retryctl.exceptions.ConfigError` whose ``field`` is the argument's path as the
 caller wrote it (``groups['arithmetic'][1]``, ``policy``, ``log``): a mistake surfaces where the graph
@@ -44,6 +47,7 @@ from retryctl.exceptions import ConfigError
 from retryctl.models import ModelBackend
 from retryctl.nodes._backoff import WaitRetryAfter
 from retryctl.nodes._journal import ToolJournal
+from retryctl.telemetry._provider import check_tracer_provider
 
 __all__ = ["DriverArguments", "check_arguments", "instance_of", "model_backends", "open_log", "waits"]
 
@@ -104,6 +108,13 @@ def open_log(value: object) -> DecisionLog | None:
         raise ConfigError(field="log", value=value, problem=f"cannot open: {exc.strerror or exc}") from None
 
 
+def _tracer_provider(value: object) -> object:
+    try:
+        return check_tracer_provider(value)
+    except ConfigError as exc:
+        raise ValueError(exc.problem) from None
+
+
 def _log(value: object) -> object:
     try:
         return open_log(value)
@@ -147,6 +158,8 @@ class DriverArguments(BaseModel):
     clock: Annotated[Callable[[], float] | None, PlainValidator(_callable)] = None
     sleep: Annotated[Sleep | None, PlainValidator(_callable)] = None
     asleep: Annotated[ASleep | None, PlainValidator(_callable)] = None
+    tracer_provider: Annotated[Any, PlainValidator(_tracer_provider)] = None
+    """An OpenTelemetry ``TracerProvider`` (``retryctl.telemetry._provider``), or ``None``: the global one."""
     log: Annotated[DecisionLog | None, PlainValidator(_log)] = None
     """Last: it opens the file, once everything else is known to be right."""
 

@@ -167,10 +167,12 @@ class Emitter:
         candidates_summary: Any,
         latency_ms: float,
         extra: dict[str, Any] | None = None,
+        call_made: bool = True,
     ) -> dict[str, Any]:
         """Record and stream one verdict; return the streamed event (``{}`` when nothing is
         streamed). ``extra`` goes into the record's ``extra`` and the event (e.g.
-        ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``)."""
+        ``{"decided_by": "user", "reply": ...}`` after an ``ask_user``). ``call_made``: ``False`` when
+        the attempt called no model or tool (a refusal, a person's reply): its span says so."""
         traced = self.tracing.active
         lc_config = traced_config()
         if self.log is None and not self.stream and not traced and lc_config is None:
@@ -181,7 +183,13 @@ class Emitter:
             # A tool node's record waits for the end of its pass, and the attempt's span with it
             # (``held_ends``): the span is written now and takes the record's hash once it is written.
             span = self.tracing.verdict(
-                verdict, attempt=attempt, target=target, step_id=step_id, run_id=run_id, latency_ms=latency_ms
+                verdict,
+                attempt=attempt,
+                target=target,
+                step_id=step_id,
+                run_id=run_id,
+                latency_ms=latency_ms,
+                call_made=call_made,
             )
             self.log.append_then(
                 verdict,
@@ -225,6 +233,7 @@ class Emitter:
                 run_id=run_id,
                 latency_ms=latency_ms,
                 record_hash=digest,
+                call_made=call_made,
             )
         if not self.stream:
             return {}  # the event (a second dump of the verdict) is built only for the stream

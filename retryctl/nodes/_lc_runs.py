@@ -19,7 +19,8 @@ Where each piece lands, and why there:
   log), and the verdict as its outputs. Any handler sees it in ``on_chain_start``/``on_chain_end``;
   LangSmith and Langfuse show it as a step of the trace with its tags and metadata, filterable by
   tag (``retryctl:action:switch``).
-- **A feedback-style score** ``{"key": "retryctl.confidence", "score": c, "comment": reason}``: the
+- **A feedback-style score** ``{"key": "retryctl.confidence", "score": c, "comment": reason}`` (no
+  ``score`` when no check ran, and no ``retryctl.confidence`` in the metadata either): the
   callback API has no feedback event (LangSmith's feedback is a separate client call, made by who owns
   the API key, not by a library), so it travels twice: in the verdict run's outputs (``feedback``)
   and as a custom event :data:`VERDICT_EVENT` on the verdict run (``on_custom_event``, and
@@ -151,8 +152,11 @@ def verdict_metadata(
         n.STEP_ID: step_id,
         n.RUN_ID: run_id,
         n.REASON: verdict.reason,
-        n.CONFIDENCE: verdict.confidence,
+        n.CHECKED: verdict.checked,
     }
+    if verdict.confidence is not None:
+        # Left out when no check ran, as on the spans: an unchecked verdict claims no confidence.
+        meta[n.CONFIDENCE] = verdict.confidence
     if verdict.evidence.error_class is not None:
         meta[n.ERROR_CLASS] = verdict.evidence.error_class
     if verdict.switch_to is not None:
@@ -184,7 +188,9 @@ def verdict_run(
         local_metadata=meta,
         inheritable_metadata=config.get("metadata"),
     )
-    feedback = {"key": FEEDBACK_KEY, "score": verdict.confidence, "comment": verdict.reason}
+    feedback: dict[str, Any] = {"key": FEEDBACK_KEY, "comment": verdict.reason}
+    if verdict.confidence is not None:
+        feedback["score"] = verdict.confidence  # no score when nothing was checked (not a None score)
     run = manager.on_chain_start(
         None, {"step_id": step_id, "attempt": attempt, "target": target}, name=VERDICT_RUN
     )

@@ -131,6 +131,8 @@ class ControlState(TypedDict, total=False):
     """Wall seconds spent acting so far, across processes."""
     latency_ms: float
     """Latency of the last attempt."""
+    called: bool
+    """Whether the last attempt called its model (``False``: a breaker or the budget refused it)."""
     charged: dict[str, float]
     """What the last attempt charged to the step's ledger (its verdict's ``budget_charged``)."""
     notes: list[str]

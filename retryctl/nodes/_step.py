@@ -186,6 +186,7 @@ class ControlledStep(StepRoutes):
             clock=clock,
             sleep=sleep,
             asleep=asleep,
+            tracer_provider=tracer_provider,
             log=log,
         )
         self.models = {m.name: m for m in group}
@@ -204,7 +205,7 @@ class ControlledStep(StepRoutes):
         self.sleep, self.asleep = waits(sleep, asleep)
         self.step_id = step_id
         self.interactive = interactive
-        self.emitter = Emitter(args.log, tracing=Tracing(tracer_provider, held_steps=True))
+        self.emitter = Emitter(args.log, tracing=Tracing(args.tracer_provider, held_steps=True))
         self.classifier = error_classifier(retry_on=retry_on, classify=classify)
         self.engine = AttemptEngine(
             policy=self.policy,
@@ -347,6 +348,9 @@ class ControlledStep(StepRoutes):
             "stop": stop_to(out.stop),
             "notes": notes,
             "latency_ms": (self.clock() - att.started) * 1000.0,
+            # Refused before any draw: an open breaker, or a budget that could not pay for the first.
+            "called": att.refused is None
+            and not (out.exhausted is not None and not out.candidates and out.error is None),
             "charged": charged_between(att.before, used),
             "elapsed_s": used["wall_s"],
             "breakers": breakers,
@@ -495,6 +499,7 @@ class ControlledStep(StepRoutes):
             candidates_summary=summary,
             latency_ms=control.get("latency_ms", 0.0),
             extra=tokens or None,
+            call_made=control.get("called", True),
         )
         dumped = verdict.model_dump(mode="json")
         control["last_verdict"] = dumped

@@ -176,6 +176,7 @@ class StepRoutes:
             candidates_summary=None,  # a person, not a draw: the reply is in ``extra``
             latency_ms=control.get("latency_ms", 0.0),
             extra=reply_extra(reply),
+            call_made=False,  # a person's reply decided: no model was called
         )
         dumped = decided.model_dump(mode="json")
         control["last_verdict"] = dumped

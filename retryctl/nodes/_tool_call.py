@@ -250,6 +250,7 @@ class ToolCallController(ToolOutcomes):
         error: Classification | None = None,
         exhausted: Exhaustion | None = None,
         validators: Sequence[ValidatorResult] = (),
+        call_made: bool = True,
     ) -> Verdict:
         outcome: dict[str, Any] = {"validators": validators, "error": error, "exhausted": exhausted}
         if self.ledger is not None:
@@ -275,6 +276,7 @@ class ToolCallController(ToolOutcomes):
             target=flow.target,
             candidates_summary={"tool": flow.target, "args": st.call.get("args")},
             latency_ms=0.0 if st.started is None else (self.clock() - st.started) * 1000.0,
+            call_made=call_made,
         )
         return verdict
 
@@ -282,7 +284,7 @@ class ToolCallController(ToolOutcomes):
         """The verdict on a failed call (a refused budget, an open breaker, bad args or a fault)."""
         if isinstance(exc, _Refused):
             st.error = None
-            return self._decide(st, exhausted=exc.exhaustion)
+            return self._decide(st, exhausted=exc.exhaustion, call_made=False)
         # An error message the tool returned is its report of bad input (a refine), whatever retry_on says.
         error = classify(exc) if isinstance(exc, _ToolReportedError) else self.classifier(exc)
         # The error a call may end on as ToolNode would end it: not a refusal (an open breaker, a store
@@ -292,7 +294,7 @@ class ToolCallController(ToolOutcomes):
         st.error = None if refused or error.error_class is ErrorClass.TRANSIENT else exc
         if self.breaker is not None and counts_against(error, exc):
             self._note(st, self.breaker.report(st.target, failed=True))
-        return self._decide(st, error=error)
+        return self._decide(st, error=error, call_made=not refused)
 
     @staticmethod
     def _note(st: CallState, fault: StoreFault | None) -> None:

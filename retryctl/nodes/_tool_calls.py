@@ -52,6 +52,7 @@ from retryctl.nodes._tool_state import ArgsAdapter, CallState, ResultValidator, 
 from retryctl.nodes._tool_timeout import awithin, within
 from retryctl.telemetry import Tracing
 from retryctl.telemetry import names as otel_names
+from retryctl.telemetry._provider import check_tracer_provider
 
 __all__ = ["TOOL_POLICY", "AsyncExecute", "ControlledToolCalls", "Execute"]
 
@@ -194,7 +195,9 @@ class ControlledToolCalls:
             ledger=ledger,
             emitter=emitter
             if emitter is not None
-            else Emitter(_deferred(log), stream=stream_events, tracing=Tracing(tracer_provider)),
+            else Emitter(
+                _deferred(log), stream=stream_events, tracing=Tracing(check_tracer_provider(tracer_provider))
+            ),
             journal=journal if journal is not None else MemoryToolJournal(),
             errors=ErrorHandling(handle_tool_errors),
             messages_key=messages_key,

@@ -146,6 +146,7 @@ class ControlledToolNode(ToolNode):
             asleep=asleep,
             clock=clock,
             timeout_s=timeout_s,
+            tracer_provider=tracer_provider,
         )
         groups = args.groups or {}
         members = [t for group in groups.values() for t in group if isinstance(t, BaseTool)]

@@ -155,6 +155,7 @@ class ToolOutcomes:
             candidates_summary={"tool": st.target, "args": st.call.get("args")},
             latency_ms=0.0,
             extra=reply_extra(reply),
+            call_made=False,  # a person's reply decided: nothing was called
         )
         if isinstance(step, Extend):
             # The reply raises the ledger's limits: the calls it allows are reserved and committed

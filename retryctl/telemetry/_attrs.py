@@ -20,23 +20,41 @@ from retryctl.telemetry import names as n
 if TYPE_CHECKING:
     from retryctl.controller import Verdict
 
-__all__ = ["OPERATIONS", "attempt_attributes", "evaluation_attributes", "verdict_attributes"]
+__all__ = [
+    "OPERATIONS",
+    "attempt_attributes",
+    "call_attributes",
+    "evaluation_attributes",
+    "verdict_attributes",
+]
 
 OPERATIONS = {"model": "chat", "tool": "execute_tool"}
 """``gen_ai.operation.name`` by what is wrapped."""
 
 
-def attempt_attributes(kind: str, target: str, attempt: int) -> dict[str, Any]:
-    """What an attempt span says before its verdict: the operation, its target and its number."""
+def attempt_attributes(attempt: int) -> dict[str, Any]:
+    """What an attempt span says when it starts: its number. Whether it is a model or tool call is
+    known only at its verdict (a breaker or a budget may refuse the call): :func:`call_attributes`."""
+    return {n.ATTEMPT: attempt}
+
+
+def call_attributes(kind: str, target: str, *, call_made: bool) -> dict[str, Any]:
+    """An attempt's call: the GenAI operation and its target when the model or tool was called; only
+    ``retryctl.call_made=false`` when it was not (an attempt refused is not dressed as a call)."""
+    if not call_made:
+        return {n.CALL_MADE: False}
     return {
         n.OPERATION_NAME: OPERATIONS.get(kind, kind),
         n.REQUEST_MODEL if kind == "model" else n.TOOL_NAME: target,
-        n.ATTEMPT: attempt,
+        n.CALL_MADE: True,
     }
 
 
-def verdict_attributes(verdict: Verdict, *, record_hash: str | None) -> dict[str, Any]:
-    """The verdict's attributes on its attempt span (``retryctl.*``, ``error.type``, token usage)."""
+def verdict_attributes(
+    verdict: Verdict, *, record_hash: str | None, call_made: bool = True
+) -> dict[str, Any]:
+    """The verdict's attributes on its attempt span (``retryctl.*``, ``error.type``, token usage);
+    ``error.type`` only on a call that was made (a refusal is ``retryctl.error.class`` alone)."""
     ev = verdict.evidence
     out: dict[str, Any] = {
         n.ACTION: verdict.action.value,
@@ -51,7 +69,8 @@ def verdict_attributes(verdict: Verdict, *, record_hash: str | None) -> dict[str
         out[n.RETRY_AFTER_S] = verdict.retry_after_s
     if ev.error_class is not None:
         # The conventions' error.type wants a low-cardinality class: the controller's error class is one.
-        out[n.ERROR_TYPE] = ev.error_class
+        if call_made:
+            out[n.ERROR_TYPE] = ev.error_class
         out[n.ERROR_CLASS] = ev.error_class
     charged = ev.budget_charged
     if "input_tokens" in charged:

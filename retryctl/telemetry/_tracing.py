@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from retryctl.telemetry import _api
 from retryctl.telemetry import names as n
-from retryctl.telemetry._attrs import attempt_attributes, evaluation_attributes, verdict_attributes
+from retryctl.telemetry._attrs import (
+    attempt_attributes,
+    call_attributes,
+    evaluation_attributes,
+    verdict_attributes,
+)
 from retryctl.telemetry._held import TERMINAL, HeldSteps
 
 if TYPE_CHECKING:
@@ -49,7 +54,7 @@ _NOTHING: AbstractContextManager[None] = nullcontext()
 class _Scope:
     """A step or tool span in progress, and what its next attempt needs to know."""
 
-    __slots__ = ("kind", "link", "live", "live_attempt", "span")
+    __slots__ = ("kind", "link", "live", "live_attempt", "live_judged", "span")
 
     def __init__(self, span: Any, kind: str) -> None:
         self.span = span
@@ -59,6 +64,8 @@ class _Scope:
         self.live: Any = None
         """The attempt span open now (:meth:`Tracing.attempt`), if any."""
         self.live_attempt = 0
+        self.live_judged = False
+        """Whether a verdict was written on the live attempt (it said whether the call was made)."""
 
 
 _SCOPE: ContextVar[_Scope | None] = ContextVar("retryctl_trace_scope", default=None)
@@ -152,18 +159,23 @@ class _Attempt(_Span):
 
     def __init__(self, tracer: Any, scope: _Scope, target: str, number: int) -> None:
         links = [_api.trace.Link(scope.link)] if scope.link is not None else None
-        super().__init__(tracer, target, attempt_attributes(scope.kind, target, number), links=links)
+        super().__init__(tracer, target, attempt_attributes(number), links=links)
         self._scope = scope
         self._number = number
 
     def __enter__(self) -> None:
         super().__enter__()
-        self._scope.live, self._scope.live_attempt = self._span, self._number
+        scope = self._scope
+        scope.live, scope.live_attempt, scope.live_judged = self._span, self._number, False
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._scope.live = None
+        scope = self._scope
+        if not scope.live_judged and self._span.is_recording():
+            # Left with no verdict (an interrupt or a cancellation out of the call): the call ran.
+            self._span.set_attributes(call_attributes(scope.kind, self.name, call_made=True))
+        scope.live = None
         super().__exit__(exc_type, exc, tb)
 
 
@@ -247,9 +259,12 @@ class Tracing:
         run_id: str | None,
         latency_ms: float,
         record_hash: str | None = None,
+        call_made: bool = True,
     ) -> Any:
         """Write ``verdict`` on the span of attempt ``attempt``: the open one, or one made now (see the
         module docstring). ``record_hash``: the decision-log record's hash, when it was written.
+        ``call_made``: ``False`` when the attempt called nothing (a breaker or a budget refused the call,
+        a person's reply decided): its span then carries no GenAI call attributes and is no error.
         Returns the span written on (``None`` when nothing records)."""
         tracer = self.tracer()
         if tracer is None:
@@ -262,18 +277,20 @@ class Tracing:
             held = self.steps.get(tracer, key, start_time=start)
         else:
             scope = _SCOPE.get()
+        kind = scope.kind if scope is not None else "model"
         if scope is not None and scope.live is not None and scope.live_attempt == attempt:
             span, made = scope.live, False
+            scope.live_judged = True
         else:
-            kind = scope.kind if scope is not None else "model"
             switched = held.link if held is not None else scope.link if scope is not None else None
             links = [_api.trace.Link(switched)] if switched is not None else None
-            attrs = attempt_attributes(kind, name, attempt)
+            attrs = attempt_attributes(attempt)
             parent = held.context if held is not None else None
             span = tracer.start_span(name, context=parent, attributes=attrs, links=links, start_time=start)
             made = True
         if span.is_recording():
-            attrs = verdict_attributes(verdict, record_hash=record_hash)
+            attrs = call_attributes(kind, name, call_made=call_made)
+            attrs |= verdict_attributes(verdict, record_hash=record_hash, call_made=call_made)
             attrs[n.STEP_ID] = step_id
             if run_id is not None:
                 attrs[n.RUN_ID] = run_id
@@ -282,7 +299,8 @@ class Tracing:
                 attrs[n.BREAKER_STATE] = state
             span.set_attributes(attrs)
             span.add_event(n.EVALUATION_EVENT, evaluation_attributes(verdict, attempt))
-            if verdict.evidence.error_class is not None:
+            if verdict.evidence.error_class is not None and call_made:
+                # A refused call is no failed operation: its reason is the verdict event's explanation.
                 span.set_status(_api.trace.Status(_api.trace.StatusCode.ERROR, verdict.reason))
         action = verdict.action.value
         owner = held if held is not None else scope

@@ -20,6 +20,7 @@ __all__ = [
     "BUDGET_LIMIT",
     "BUDGET_SCOPE",
     "BUDGET_USED",
+    "CALL_MADE",
     "CHECKED",
     "CONFIDENCE",
     "ERROR_CLASS",
@@ -102,6 +103,9 @@ REASON: Final = "retryctl.reason"
 CONFIDENCE: Final = "retryctl.confidence"
 CHECKED: Final = "retryctl.checked"
 ERROR_CLASS: Final = "retryctl.error.class"
+CALL_MADE: Final = "retryctl.call_made"
+"""On an attempt span: whether the model or tool was called (``false``: a breaker or a budget refused the
+call, or a person's reply decided; such an attempt has no ``gen_ai.*`` call attributes)."""
 SWITCH_TO: Final = "retryctl.switch_to"
 RETRY_AFTER_S: Final = "retryctl.retry_after_s"
 BUDGET_USED: Final = "retryctl.budget.used."

@@ -59,7 +59,10 @@ class TestLangChainRuns:
             assert f"retry:attempt:{rec['attempt']}" in run.tags
             assert f"retryctl:action:{rec['action']}" in run.tags
             assert run.meta["retryctl.record.hash"] == rec["hash"]  # the trace links to the audited record
-            assert run.meta["retryctl.confidence"] == rec["confidence"]
+            assert run.meta.get("retryctl.confidence") == rec["confidence"]
+            # Unchecked (a fault, no check ran): the key is left out, as on the spans, not None.
+            assert ("retryctl.confidence" in run.meta) == (rec["confidence"] is not None)
+            assert run.meta["retryctl.checked"] == rec["checked"]
             assert run.meta["retryctl.reason"] == rec["reason"]
             assert run.parent is not None  # a child of the node that decided, not a trace of its own
         switch = next(r for r in runs if r.meta["retryctl.action"] == "switch")
@@ -70,7 +73,13 @@ class TestLangChainRuns:
         assert [e.run_id for e in events] == [r.run_id for r in runs]
         first = events[0].data
         assert first["key"] == "retryctl.confidence" and first["comment"] == logged[0]["reason"]
-        assert runs[0].outputs is not None and runs[0].outputs["feedback"]["score"] == logged[0]["confidence"]
+        assert runs[0].outputs is not None
+        for run, event, rec in zip(runs, events, logged, strict=True):
+            assert run.outputs is not None
+            # No score when nothing was checked: never a None score.
+            assert run.outputs["feedback"].get("score") == rec["confidence"] == event.data.get("score")
+            assert ("score" in event.data) == (rec["confidence"] is not None)
+        assert any(rec["confidence"] is None for rec in logged)  # the down tool's faults: unchecked
         # Each tool attempt's own run carries its attempt and target: four on the tool that is down,
         # the fifth on its backup.
         tool_runs = recorder.starts_of("tool")

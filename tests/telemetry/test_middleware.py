@@ -160,6 +160,13 @@ class TestMiddlewareSpans:
         assert attrs(attempt)[names.BUDGET_SCOPE] == "run"
         assert "attempts" in evaluation(attempt)[names.EVALUATION_EXPLANATION]
         assert attrs(tool)[names.ACTION] == "stop"
+        # The budget refused the call: the attempt is no tool call, and no error.
+        assert attrs(attempt)[names.CALL_MADE] is False
+        assert names.OPERATION_NAME not in attrs(attempt) and names.TOOL_NAME not in attrs(attempt)
+        assert attempt.status.status_code.name == "UNSET"
+        (model_attempt, *_) = children(spans, one(spans, f"{names.SPAN_STEP} model:1"))
+        assert attrs(model_attempt)[names.CALL_MADE] is True  # the model call that asked for the tool
+        assert attrs(model_attempt)[names.OPERATION_NAME] == "chat"
 
     def test_a_model_switched_to_its_fallback_links_back(
         self, tmp_path: Path, mode: str, provider: TracerProvider, exporter: InMemorySpanExporter

@@ -197,3 +197,62 @@ class TestToolNodeSpans:
         call = {"name": "python", "args": {"code": "print(42)"}, "id": "c"}
         graph.compile().invoke({"messages": [AIMessage(content="", tool_calls=[call])]})
         assert finished(exporter) == []
+
+
+class TestRefusedAttempts:
+    """An attempt that called nothing (a breaker open, a budget spent, a person's reply) is not dressed
+    as a tool call: no ``gen_ai.*`` call attributes, ``retryctl.call_made=false``, and no error status."""
+
+    def test_an_open_breaker_skips_the_call(
+        self, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        breaker = Breaker(BreakerConfig(failure_threshold=1, cooldown_s=60), clock=ManualClock())
+        breaker.report("calculator", failed=True)  # open before the call: the attempt is refused
+        node = ControlledToolNode(
+            [steady_calculator],
+            groups={"arithmetic": [steady_calculator, python]},
+            adapters={"python": lambda args: {"code": f"print({args['expression']})"}},
+            breaker=breaker,
+            sleep=lambda _: None,
+            tracer_provider=provider,
+        )
+        _run(node)
+        spans = finished(exporter)
+        skipped, ran = children(spans, one(spans, f"{names.SPAN_TOOL} calculator"))
+        assert (skipped.name, ran.name) == ("calculator", "python")
+        said = attrs(skipped)
+        assert said[names.CALL_MADE] is False
+        for call_attribute in (names.OPERATION_NAME, names.TOOL_NAME, names.ERROR_TYPE):
+            assert call_attribute not in said
+        assert said[names.ERROR_CLASS] == "terminal"  # the verdict's evidence, as the log has it
+        assert skipped.status.status_code.name == "UNSET"  # a skip, not a failed call
+        assert "breaker of 'calculator' is open" in evaluation(skipped)[names.EVALUATION_EXPLANATION]
+        assert evaluation(skipped)[names.EVALUATION_SCORE_LABEL] == "switch"
+        assert attrs(ran)[names.CALL_MADE] is True
+        assert attrs(ran)[names.OPERATION_NAME] == "execute_tool"
+        assert attrs(ran)[names.TOOL_NAME] == "python"
+
+    def test_a_spent_budget_and_the_persons_reply_call_nothing(
+        self, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        policy = Policy(weights={"validators": 1.0}, on_budget_exhausted="ask_user")
+        node = ControlledToolNode(
+            [steady_calculator],
+            run_ledger=Ledger(Budget(attempts=0)),
+            policy=policy,
+            tracer_provider=provider,
+        )
+        graph = _graph(node, InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t"}}
+        graph.invoke({"messages": [AIMessage(content="", tool_calls=[CALL])]}, config)
+        (refused,) = children(finished(exporter), one(finished(exporter), f"{names.SPAN_TOOL} calculator"))
+        assert attrs(refused)[names.CALL_MADE] is False
+        assert names.OPERATION_NAME not in attrs(refused)
+        exporter.clear()
+        graph.invoke(Command(resume={"action": "answer", "answer": "42"}), config)
+        spans = finished(exporter)
+        (answered,) = children(spans, one(spans, f"{names.SPAN_TOOL} calculator"))
+        # The person's answer is an attempt span named "user" (the record's target), calling nothing.
+        assert answered.name == "user"
+        assert attrs(answered)[names.CALL_MADE] is False
+        assert names.OPERATION_NAME not in attrs(answered) and names.TOOL_NAME not in attrs(answered)

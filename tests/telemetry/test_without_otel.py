@@ -40,19 +40,26 @@ from retryctl._extras import missing_module
 from retryctl.telemetry import OTEL_AVAILABLE, Tracing, incoming_context
 assert not OTEL_AVAILABLE
 assert missing_module("otel") == "opentelemetry.trace"
-# A provider given without the API installed is not used: nothing could read its spans' API.
+# Tracing itself, handed a provider without the API installed, makes nothing.
 tracing = Tracing(tracer_provider=object())
 assert tracing.tracer() is None and not tracing.active
 assert incoming_context({"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}) is None
 with tracing.step("s"), tracing.attempt("m", 1), tracing.span("x"):
     pass
-print(run(tracer_provider=object()))
+print(run())
+# A provider given to a driver without the API installed is refused where it is built (silently
+# ignoring it would hide that nothing is traced).
+from retryctl.exceptions import ConfigError
+try:
+    run(tracer_provider=object())
+except ConfigError as exc:
+    print(exc.field, "retryctl[otel]" in exc.problem)
 print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
 """,
             refused=("opentelemetry",),
         )
         assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == ["['42']", "[]"]
+        assert done.stdout.splitlines() == ["['42']", "tracer_provider True", "[]"]
 
 
 class TestTheGlobalProvider:
