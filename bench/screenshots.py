@@ -154,16 +154,17 @@ def shoot(chromium: str, page: Path, name: str, work: Path) -> list[Path]:
     panels = re.findall(r'<section class="panel" id="([^"]+)">((?:(?!</section>).)*)', html, flags=re.S)
     out = []
     for panel, body in panels:
-        if "<svg class=\"chart\"" not in body and "<svg class=\"tokens" not in body:
+        if '<svg class="chart"' not in body and '<svg class="tokens' not in body:
             continue
         # The other sections hidden: the panel is drawn where it would be, at the top of the window.
         alone = work / f"{name}-{panel}.html"
         only = f"<style>body > :not(#{panel}) {{ display: none !important; }}</style></head>"
         alone.write_text(html.replace("</head>", only, 1), encoding="utf-8")
         png = IMG / f"{name}-{panel}.png"
+        size = f"{min(WIDTH[name], 1100) if panel in TALL else WIDTH[name]},{TALL.get(panel, 2400)}"
         subprocess.run(
             [chromium, *_FLAGS, f"--user-data-dir={work / 'profile'}", f"--screenshot={png}",
-             f"--window-size={min(WIDTH[name], 1100) if panel in TALL else WIDTH[name]},{TALL.get(panel, 2400)}", alone.as_uri()],
+             f"--window-size={size}", alone.as_uri()],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
         trim(png)
