@@ -10,6 +10,7 @@ from retryctl.agent._graph import (
     DemoResult,
     DemoState,
     build_demo_graph,
+    demo_policy,
     demo_schedule,
 )
 from retryctl.agent._prompts import (
@@ -23,5 +24,6 @@ __all__ = [
     "DemoResult",
     "DemoState",
     "build_demo_graph",
+    "demo_policy",
     "demo_schedule",
 ]

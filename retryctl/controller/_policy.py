@@ -59,7 +59,8 @@ class Policy(BaseModel):
     token_log: TokenLog = TokenLog()
     """Which candidates' per-token diagnostics (text, logprob, entropy, top-3 mass) each verdict
     record carries in ``extra.token_samples``, and how many tokens of each: by default every
-    candidate's first 64 (``TokenLog(keep="off")`` logs none; docs/audit.md gives the size cost)."""
+    candidate's first 64 (``TokenLog(keep="off")`` logs none; docs/audit.md gives the size cost). A
+    string ``"off"``, ``"accepted"`` or ``"all"`` is short for ``TokenLog(keep=...)``."""
 
     @field_validator("weights")
     @classmethod
@@ -70,6 +71,12 @@ class Policy(BaseModel):
         if not any(w > 0 for w in weights.values()):
             raise ValueError("at least one signal needs a positive weight")
         return weights
+
+    @field_validator("token_log", mode="before")
+    @classmethod
+    def _token_log_shorthand(cls, value: Any) -> Any:
+        # Policy(token_log="off") reads as the knob is named; anything else is TokenLog's to judge.
+        return {"keep": value} if isinstance(value, str) else value
 
     @field_validator("stopping", mode="before")
     @classmethod

@@ -22,8 +22,9 @@ class TokenLog(BaseModel):
     keep: Literal["off", "accepted", "all"] = "all"
     """``all``: every candidate of every verdict; ``accepted``: only the candidate an ``accept``
     returns; ``off``: none."""
-    max_tokens: int = Field(default=64, ge=1, le=4096)
-    """The first tokens of each candidate that are logged (the record says how many there were)."""
+    max_tokens: int = Field(default=64, ge=1, le=4096, strict=True)
+    """The first tokens of each candidate that are logged (the record says how many there were); an
+    int, not a string of one."""
 
     @property
     def on(self) -> bool:

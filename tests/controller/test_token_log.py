@@ -27,3 +27,22 @@ class TestTokenLog:
             Policy.model_validate({"token_log": value})
         assert caught.value.errors()[0]["loc"] == ("token_log", field)
         assert f"token_log.{field}" in str(caught.value)
+
+    @pytest.mark.parametrize("keep", ["off", "accepted", "all"])
+    def test_a_string_is_short_for_keep(self, keep: str) -> None:
+        assert Policy.model_validate({"token_log": keep}).token_log == TokenLog(keep=keep)  # type: ignore[arg-type]
+
+    def test_a_bad_string_names_token_log_keep(self) -> None:
+        with pytest.raises(ValidationError) as caught:
+            Policy.model_validate({"token_log": "none"})
+        assert caught.value.errors()[0]["loc"] == ("token_log", "keep")
+
+    def test_max_tokens_as_a_string_is_refused(self) -> None:
+        with pytest.raises(ValidationError) as caught:
+            TokenLog.model_validate({"max_tokens": "64"})
+        assert caught.value.errors()[0]["loc"] == ("max_tokens",)
+
+    def test_built_directly_the_error_names_keep(self) -> None:
+        with pytest.raises(ValidationError) as caught:
+            TokenLog.model_validate({"keep": "none"})
+        assert caught.value.errors()[0]["loc"] == ("keep",)
