@@ -45,9 +45,11 @@ from retryctl.cli._console import grade_mark
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._token_log_option import Keep, TokenLogMaxOption, TokenLogOption, token_log_of
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
 
 if TYPE_CHECKING:
+    from retryctl.controller import Policy
     from retryctl.evals._choice import CalibrationChoice
 
 __all__ = ["batch"]
@@ -212,6 +214,25 @@ def _calibration(value: str | None, graph_spec: str, base_url: str | None) -> Ca
         _fail(str(exc))
 
 
+def _demo_agent_policy(
+    choice: CalibrationChoice | None, keep: Keep | None, max_tokens: int | None
+) -> Policy | None:
+    """The demo agent's policy under ``choice`` with the ``--token-log`` options on top (its tuned
+    samples and threshold stay); ``None`` for a graph of one's own, where those options exit 2."""
+    if choice is None:
+        if keep is not None or max_tokens is not None:
+            _fail(
+                "--token-log/--token-log-max: apply to the demo agent (the default --graph); a graph of "
+                "your own sets Policy(token_log=...) itself"
+            )
+        return None
+    from retryctl.agent._graph import demo_policy
+
+    policy = demo_policy(choice.calibration)
+    tokens = token_log_of(keep, max_tokens, policy.token_log)
+    return policy if tokens is None else policy.model_copy(update={"token_log": tokens})
+
+
 @dataclass(frozen=True, kw_only=True)
 class _GraphSpec:
     """What to load, and with what."""
@@ -305,11 +326,14 @@ def batch(
             "uncalibrated.",
         ),
     ] = None,
+    token_log: TokenLogOption = None,
+    token_log_max: TokenLogMaxOption = None,
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
     _check_paths(tasks_path, out, log, checkpoints)
     choice = _calibration(calibration, graph_spec, base_url)
+    policy = _demo_agent_policy(choice, token_log, token_log_max)
     tasks, pending, earlier = _pending(tasks_path, out, resume=resume)
     _check_same_calibration(out, earlier, choice)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
@@ -332,9 +356,7 @@ def batch(
     if base_url is not None or model_name is not None:
         factory_kwargs.update(base_url=base_url, model_name=model_name)
     if choice is not None:
-        from retryctl.agent._graph import demo_policy
-
-        factory_kwargs["policy"] = demo_policy(choice.calibration)
+        factory_kwargs["policy"] = policy
         console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     decision_log = _open_log(log, console, resume=resume) if pending and log is not None else None
     if decision_log is not None:

@@ -28,6 +28,7 @@ from retryctl._log import one_line
 from retryctl.audit import DecisionLog, verify_log
 from retryctl.cli._logs import open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._token_log_option import TokenLogMaxOption, TokenLogOption, token_log_of
 from retryctl.exceptions import LogIntegrityError, UsageError
 
 __all__ = ["EXIT_CODES", "demo"]
@@ -329,6 +330,8 @@ def demo(
     # 5: over seeds 0-11 (bench/demo_seeds.py) the first built-in question is accepted right on 5 and
     # abstained on 7, never accepted wrong; the tour's default seed is one where it shows the accept.
     seed: Annotated[int, typer.Option("--seed", help="Base sampling seed (reruns draw the same).")] = 5,
+    token_log: TokenLogOption = None,
+    token_log_max: TokenLogMaxOption = None,
 ) -> None:
     """Run the demo agent on an arithmetic word problem (or three built-in ones) and show each verdict
     as it happens.
@@ -340,7 +343,7 @@ def demo(
     # command loads this module, and they would add ~1.2 s to the start of `audit` and `bench`.
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from retryctl.agent import build_demo_graph, demo_schedule
+    from retryctl.agent import build_demo_graph, demo_policy, demo_schedule
     from retryctl.agent._questions import DEMO_QUESTIONS
 
     console = Console(highlight=False, soft_wrap=True)
@@ -354,10 +357,15 @@ def demo(
     codes: list[int] = []
     failed = False
     try:
+        # The demo's own policy (calibrated on the embedded model only, as build_demo_graph chooses),
+        # the per-token options on top: never a fresh Policy, whose defaults would replace the tuned ones.
+        policy = demo_policy("shipped" if base_url is None else None)
+        tokens = token_log_of(token_log, token_log_max, policy.token_log)
         graph = build_demo_graph(
             base_url=base_url,
             model_name=model_name,
             log=decision_log,
+            policy=None if tokens is None else policy.model_copy(update={"token_log": tokens}),
             schedule=demo_schedule(seed),
             interactive=interactive,
             checkpointer=InMemorySaver() if interactive else None,

@@ -22,6 +22,8 @@ import typer
 from pydantic import ValidationError
 
 from retryctl.cli._interrupt import INTERRUPTED_EXIT
+from retryctl.cli._token_log_option import TokenLogMaxOption, TokenLogOption, token_log_of
+from retryctl.controller._token_log import TokenLog
 
 __all__ = ["serve"]
 
@@ -40,6 +42,7 @@ _OPTION_OF = {
     "breaker_cooldown_s": "--breaker-cooldown",
     "log": "--log",
     "calibration": "--calibration",
+    "token_log": "--token-log",
 }
 
 
@@ -102,6 +105,8 @@ def serve(
             help="Seconds an idle client connection is kept open (above your load balancer's idle timeout).",
         ),
     ] = 75,
+    token_log: TokenLogOption = None,
+    token_log_max: TokenLogMaxOption = None,
 ) -> None:
     """Serve an OpenAI-compatible API that samples adaptively ("adaptive": true) and proxies the rest."""
     from retryctl.cli._model_check import require_extra
@@ -134,6 +139,7 @@ def serve(
             breaker_failures=breaker_failures,
             breaker_cooldown_s=breaker_cooldown,
             calibration=calibration,
+            token_log=token_log_of(token_log, token_log_max, TokenLog()) or TokenLog(),
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]

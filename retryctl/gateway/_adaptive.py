@@ -36,6 +36,7 @@ from retryctl.controller import (
     Ledger,
     Request,
     Sleep,
+    TokenLog,
     Verdict,
     classify,
 )
@@ -167,13 +168,16 @@ async def decide_request(
     calibration: CalibrationChoice | None = None,
     faults: OwnFaults | None = None,
     tracing: Tracing = NO_TRACING,
+    token_log: TokenLog | None = None,
 ) -> Decided:
     """Sample ``messages`` adaptively under ``options`` until the engine finishes (see the module doc);
     ``calibration`` maps the confidence before the threshold, and its label goes in every record;
     ``faults`` judges a 500 the upstream repeated word for word (without it: the request's own);
     ``tracing``: each attempt a span (in the request's span, when the caller opened one), each verdict
-    an event on it."""
-    policy = options.controller_policy(calibration.calibration if calibration is not None else None)
+    an event on it; ``token_log``: the per-token data its records carry (``None``: the default)."""
+    policy = options.controller_policy(
+        calibration.calibration if calibration is not None else None, token_log=token_log
+    )
     extra = {"calibration": calibration.label} if calibration is not None else None
     engine = AttemptEngine(
         policy=policy,

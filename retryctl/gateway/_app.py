@@ -201,6 +201,7 @@ class Gateway:
             calibration=self.calibration,
             faults=faults,
             tracing=self.tracing,
+            token_log=self.config.token_log,
         )
         if decided.chosen is None:
             raise self._nothing_drawn(decided)

@@ -8,6 +8,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from retryctl.controller import Breaker, BreakerConfig, BreakerStore, MemoryBreakerStore
+from retryctl.controller._token_log import TokenLog
 from retryctl.evals._choice import CalibrationChoice, choose_calibration
 from retryctl.exceptions import ConfigError
 from retryctl.models import RetrySettings
@@ -51,6 +52,8 @@ class GatewayConfig(BaseModel):
     """Seconds an open breaker refuses requests before it lets a probe through."""
     n_threads: int | None = Field(default=None, ge=1)
     """Threads of the embedded model (default: llama.cpp's choice)."""
+    token_log: TokenLog = TokenLog()
+    """The per-token data adaptive requests' verdict records carry (the policy's ``token_log``)."""
     calibration: str | None = None
     """What an adaptive request's confidence is mapped through before the threshold: ``shipped`` (the
     embedded model's, fitted on the demo's word problems), ``none`` (the raw fused confidence) or a

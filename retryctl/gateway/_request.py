@@ -34,6 +34,7 @@ from retryctl.controller import (
     Calibration,
     EquivalenceLike,
     Policy,
+    TokenLog,
     extract_answer_is,
     extract_boxed,
     extract_last_line,
@@ -107,12 +108,15 @@ class AdaptiveOptions(BaseModel):
             raise ValueError(f"must be >= min_samples ({low})")
         return value
 
-    def controller_policy(self, calibration: Calibration | None = None) -> Policy:
+    def controller_policy(
+        self, calibration: Calibration | None = None, token_log: TokenLog | None = None
+    ) -> Policy:
         """The :class:`~retryctl.controller.Policy` of these options under the gateway's ``calibration``
-        (a bad ``policy`` name is a 400)."""
+        and ``token_log`` (``None``: the policy's default); a bad ``policy`` name is a 400."""
         try:
             return Policy(
                 calibration=calibration,
+                token_log=token_log or TokenLog(),
                 stopping=self.policy,
                 min_samples=self.min_samples,
                 max_samples=self.max_samples,

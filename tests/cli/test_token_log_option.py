@@ -1,0 +1,86 @@
+"""``--token-log`` and ``--token-log-max`` on ``demo``, ``batch`` and ``serve``: applied on top of each
+command's own policy, bad values refused naming the option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import retryctl.agent
+from retryctl.agent import demo_policy
+from retryctl.cli import app
+from retryctl.cli._batch import _demo_agent_policy
+from retryctl.cli._token_log_option import Keep
+from retryctl.controller import TokenLog
+from retryctl.evals._choice import choose_calibration
+from retryctl.gateway import GatewayConfig
+from retryctl.gateway._request import ChatRequest
+
+runner = CliRunner()
+
+
+class _Built(Exception):
+    """Stops the demo once its graph's policy is seen (no model is run)."""
+
+
+class TestDemo:
+    def _policy(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *options: str) -> Any:
+        seen: dict[str, Any] = {}
+
+        def build(**kwargs: Any) -> None:
+            seen.update(kwargs)
+            raise _Built
+
+        monkeypatch.setattr(retryctl.agent, "build_demo_graph", build)
+        server = ["--base-url", "http://127.0.0.1:9/v1", "--model-name", "m"]
+        runner.invoke(app, ["demo", "2+2?", *server, "--log", str(tmp_path / "d.jsonl"), *options])
+        return seen["policy"]
+
+    def test_the_option_changes_only_the_token_log_of_the_demos_policy(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        policy = self._policy(monkeypatch, tmp_path, "--token-log", "accepted", "--token-log-max", "8")
+        assert policy.token_log == TokenLog(keep="accepted", max_tokens=8)
+        assert policy.model_copy(update={"token_log": TokenLog()}) == demo_policy(None)
+
+    def test_without_the_option_the_graph_keeps_its_own_policy(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        assert self._policy(monkeypatch, tmp_path) is None
+
+    @pytest.mark.parametrize("command", ["demo", "batch", "serve"])
+    def test_a_bad_value_names_the_option(self, command: str) -> None:
+        result = runner.invoke(app, [command, "--token-log", "none"])
+        assert result.exit_code == 2
+        assert "--token-log" in result.output and "'off'" in result.output
+
+
+class TestBatch:
+    def test_the_demo_agents_policy_keeps_its_samples(self) -> None:
+        choice = choose_calibration(None, embedded=True)
+        policy = _demo_agent_policy(choice, Keep.off, None)
+        assert policy is not None and policy.token_log == TokenLog(keep="off")
+        assert (policy.min_samples, policy.max_samples) == (3, 5)
+        assert policy.calibration == demo_policy().calibration
+
+    def test_a_graph_of_ones_own_is_told_to_set_it_itself(self, tmp_path: Path) -> None:
+        tasks = tmp_path / "t.jsonl"
+        tasks.write_text('{"id": "a", "question": "q"}\n')
+        result = runner.invoke(
+            app,
+            ["batch", str(tasks), "--out", str(tmp_path / "o.jsonl"), "--graph", "tests.batch._graphs:build"]
+            + ["--token-log", "off"],
+        )
+        assert result.exit_code == 2
+        assert "--token-log" in result.output and "Policy(token_log=" in result.output
+
+
+class TestServe:
+    def test_the_configs_token_log_reaches_adaptive_requests_policy(self) -> None:
+        config = GatewayConfig(embedded=True, token_log=TokenLog(keep="accepted"))
+        chat = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.options.controller_policy(None, config.token_log).token_log.keep == "accepted"
+        assert chat.options.controller_policy().token_log == TokenLog()
