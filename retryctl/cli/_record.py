@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -235,11 +236,22 @@ def _sweep_table(rows: list[dict[str, Any]]) -> Table:
     # Shares (the accuracies and the rates) are fractions with three decimals, as in every command.
     from retryctl.record._sweep_page import SWEEP_COLUMNS, sweep_cells
 
-    table = Table(title="retryctl sweep")
-    for title, _, _ in SWEEP_COLUMNS:
-        table.add_column(title, justify="left" if title == "point" else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(*sweep_cells(row))
+    # At 80 columns ten one-line headings do not fit: rich wraps a heading at its spaces (the page's
+    # names, kept), columns sit one space apart without rules, and a point wraps between its knobs. A
+    # cell is one word, so a number is never cut.
+    table = Table(
+        title="retryctl sweep", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), pad_edge=False
+    )
+    cells = [sweep_cells(row) for row in rows]
+    for i, (title, _, _) in enumerate(SWEEP_COLUMNS):
+        if title == "point":
+            table.add_column(title, overflow="fold")
+            continue
+        # as wide as its longest heading word or cell: the heading wraps at its spaces, no number is cut
+        width = max([len(word) for word in title.split()] + [len(row[i]) for row in cells])
+        table.add_column(title, justify="right", min_width=width, max_width=width)
+    for row_cells in cells:
+        table.add_row(*row_cells)
     return table
 
 
