@@ -69,11 +69,8 @@ class TestBatch:
     def test_a_graph_of_ones_own_is_told_to_set_it_itself(self, tmp_path: Path) -> None:
         tasks = tmp_path / "t.jsonl"
         tasks.write_text('{"id": "a", "question": "q"}\n')
-        result = runner.invoke(
-            app,
-            ["batch", str(tasks), "--out", str(tmp_path / "o.jsonl"), "--graph", "tests.batch._graphs:build"]
-            + ["--token-log", "off"],
-        )
+        own = ["--graph", "tests.batch._graphs:build", "--token-log", "off"]
+        result = runner.invoke(app, ["batch", str(tasks), "--out", str(tmp_path / "o.jsonl"), *own])
         assert result.exit_code == 2
         assert "--token-log" in result.output and "Policy(token_log=" in result.output
 
