@@ -3,9 +3,11 @@ command's own policy, bad values refused naming the option."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -18,6 +20,8 @@ from retryctl.controller import TokenLog
 from retryctl.evals._choice import choose_calibration
 from retryctl.gateway import GatewayConfig
 from retryctl.gateway._request import ChatRequest
+from tests.gateway._support import serving
+from tests.models.conftest import needs_llama
 
 runner = CliRunner()
 
@@ -81,3 +85,23 @@ class TestServe:
         chat = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         assert chat.options.controller_policy(None, config.token_log).token_log.keep == "accepted"
         assert chat.options.controller_policy().token_log == TokenLog()
+
+
+@needs_llama
+def test_serve_writes_the_token_log_it_is_given(tmp_path: Path) -> None:
+    """``serve --token-log-max 3``, end to end: an adaptive request's records keep 3 tokens a candidate."""
+    log = tmp_path / "decisions.jsonl"
+    with serving("--embedded", "--calibration", "none", "--token-log-max", "3", log=log) as (url, _):
+        body = {
+            "model": "smollm2",
+            "messages": [{"role": "user", "content": "What is 2 + 3? Answer with the number only."}],
+            "max_tokens": 6,
+            "seed": 3,
+            "adaptive": True,
+            "retryctl": {"max_samples": 3},
+        }
+        assert httpx.post(url + "/chat/completions", json=body, timeout=300).status_code == 200
+    records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+    items = [i for r in records for i in (r.get("extra") or {}).get("token_samples", [])]
+    assert items and all(len(i["token_text"]) <= 3 for i in items)
+    assert any(i["tokens_total"] > 3 for i in items)  # cut to the option's 3, not short by themselves
