@@ -224,7 +224,8 @@ AUDIT = {
 }  # fmt: skip
 
 AGENT = {
-    "DEMO_QUESTION", "DemoResult", "DemoState", "NO_ANSWER", "build_demo_graph", "demo_schedule",
+    "DEMO_QUESTION", "DemoResult", "DemoState", "NO_ANSWER", "build_demo_graph", "demo_policy",
+    "demo_schedule",
 }  # fmt: skip
 
 BANKS = {
