@@ -14,7 +14,8 @@ import pytest
 
 from retryctl.cli._record import _sweep_table
 from retryctl.record._sweep_page import SWEEP_COLUMNS
-from retryctl.report._svg import heat_map
+from retryctl.report._html import _count
+from retryctl.report._svg import heat_map, scatter
 from tests.report._reports import audit_page, eval_page, eval_report, sweep_page, sweep_rows
 
 PAGES: dict[str, Callable[[Path], Path]] = {"audit": audit_page, "eval": eval_page, "sweep": sweep_page}
@@ -263,3 +264,31 @@ class TestScreenshots:
             assert png.is_file(), f"{page.name} shows {name}: missing (make screenshots)"
             data = png.read_bytes()
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 150_000, name
+
+
+class TestAuditPanels:
+    def test_the_histogram_says_what_it_plots_and_each_bar_starts_at_its_bin(self, tmp_path: Path) -> None:
+        html = audit_page(tmp_path).read_text(encoding="utf-8")
+        assert "Fused confidence" not in html
+        assert "The confidence each verdict was decided on (calibrated where a calibration is applied)" in html
+        svg = next(s for s in charts(html) if (s.get("aria-label") or "").startswith("The confidence each"))
+        ticks = {
+            e.text: float(e.get("x", 0)) for e in _texts(svg, "tick") if "x" in (e.get("class") or "").split()
+        }
+        bars = [e for e in svg.iter() if e.get("class") == "bar"]
+        starts = [(b.findtext("{http://www.w3.org/2000/svg}title") or "").split(":")[0] for b in bars]
+        checked = [(b, s) for b, s in zip(bars, starts, strict=True) if s in ticks]
+        assert len(checked) >= 5
+        for bar, start in checked:
+            assert abs(float(bar.get("x", 0)) - ticks[start]) < 0.2, start
+
+    def test_a_point_at_the_largest_x_is_drawn_whole_inside_the_frame(self) -> None:
+        svg = ET.fromstring(scatter([(1.0, 0.5, 1.0), (3.0, 1.0, 9.0)], title="t", x_label="x", y_label="y"))
+        x0, y0, x1, y1 = _frame(svg)
+        for p in (e for e in svg.iter() if e.get("class") == "point"):
+            cx, cy, r = (float(p.get(k, 0)) for k in ("cx", "cy", "r"))
+            assert x0 < cx - r and cx + r < x1 and y0 < cy - r and cy + r < y1
+
+    def test_the_black_holes_count_one_step_in_the_singular(self) -> None:
+        assert _count(1, "step") == "1 step"
+        assert _count(0, "step") == "0 steps" and _count(2, "step") == "2 steps"
