@@ -230,7 +230,8 @@ def _sections(summary: dict[str, Any]) -> str:
     )
     bh = summary["black_holes"]
     body = (
-        f"<p>{_count(bh['steps'], 'step')} in the top tenth by {bh['unit']} ended without an accepted answer, "
+        f"<p>{_count(bh['steps'], 'step')} in the top tenth by {bh['unit']} ended without an accepted "
+        "answer, "
         f"spending {bh['share']:.3f} of all {bh['unit']}.</p>"
         + _table(
             ["run", "step", bh["unit"], "attempts", "outcome", "reason"],

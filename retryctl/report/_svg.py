@@ -18,7 +18,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from retryctl.report._axes import INK, MUTED, PAD, Frame, Scale, axes, fmt, nice_ticks, open_svg, text, text_on
+from retryctl.report._axes import (
+    INK,
+    MUTED,
+    PAD,
+    Frame,
+    Scale,
+    axes,
+    fmt,
+    nice_ticks,
+    open_svg,
+    text,
+    text_on,
+)
 
 __all__ = ["CHART_CSS", "bar_chart", "heat_map", "line_chart", "scatter"]
 

@@ -270,7 +270,8 @@ class TestAuditPanels:
     def test_the_histogram_says_what_it_plots_and_each_bar_starts_at_its_bin(self, tmp_path: Path) -> None:
         html = audit_page(tmp_path).read_text(encoding="utf-8")
         assert "Fused confidence" not in html
-        assert "The confidence each verdict was decided on (calibrated where a calibration is applied)" in html
+        said = "The confidence each verdict was decided on (calibrated where a calibration is applied)"
+        assert said in html
         svg = next(s for s in charts(html) if (s.get("aria-label") or "").startswith("The confidence each"))
         ticks = {
             e.text: float(e.get("x", 0)) for e in _texts(svg, "tick") if "x" in (e.get("class") or "").split()
