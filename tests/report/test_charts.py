@@ -5,6 +5,7 @@ diagonal, series that coincide told apart, each system's operating point, the sw
 
 from __future__ import annotations
 
+import copy
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from retryctl.cli._eval import _table as _eval_table
 from retryctl.cli._record import _sweep_table
+from retryctl.evals._report import render_html
 from retryctl.record._sweep_page import SWEEP_COLUMNS
 from retryctl.report._html import _count
 from retryctl.report._svg import heat_map, scatter
@@ -216,6 +219,29 @@ class TestEvalCharts:
         assert curves["calculator@8"]["risk_coverage"] == curves["python@8"]["risk_coverage"]
         notes = re.findall(r'<p class="note">([^<]*)</p>', html)
         assert any("calculator@8 and python@8 have the same points" in n for n in notes), notes
+
+    def test_systems_at_the_same_operating_point_are_named_even_with_different_curves(self) -> None:
+        report = copy.deepcopy(eval_report())
+        report["systems"]["model@1"].update(coverage=1.0, accepted_precision=1.0)
+        report["systems"]["model@20"].update(coverage=1.0, accepted_precision=1.0)
+        assert report["curves"]["model@1"] != report["curves"]["model@20"]
+        notes = re.findall(r'<p class="note">([^<]*)</p>', render_html(report, title="t"))
+        assert any("model@1 and model@20 stand at the same point (1.00, 1.00)" in n for n in notes), notes
+        assert any("calculator@8 and python@8 stand at the same point (0.58, 0.43)" in n for n in notes)
+
+    def test_the_figures_table_has_the_columns_and_labels_the_command_prints(self) -> None:
+        report = eval_report()
+        html = render_html(report, title="t")
+        printed = [str(c.header) for c in _eval_table("t", report["systems"]).columns]
+        assert re.findall(r"<th>([^<]*)</th>", html.split("</table>")[0]) == printed
+        assert "ungated accuracy" in printed and "accepted precision" in printed
+        row = re.findall(r"<td>([^<]*)</td>", html.split("</table>")[0])
+        assert row[:2] == ["agent", "24"]
+
+    def test_no_stratum_heading_without_strata(self) -> None:
+        report = {**eval_report(), "strata": {}}
+        assert "By stratum" not in render_html(report, title="t")
+        assert "By stratum" in render_html(eval_report(), title="t")
 
 
 class TestSweepCharts:
