@@ -297,9 +297,11 @@ def line_chart(
         )
         parts.append(text(lx + 38, y_row + 4, mark_label, size=12))
     parts.append("</svg>")
+    # Named by the chart's title: charts side by side each carry their own note, and one true of a
+    # single chart must not read as true of its neighbours.
     notes = [
-        f"{', '.join(names[:-1])} and {names[-1]} have the same points: their lines lie on one another "
-        "(told apart by width, dash and marker)."
+        f"{title}: {', '.join(names[:-1])} and {names[-1]} have the same points, their lines lie on one "
+        "another (told apart by width, dash and marker)."
         for names in _coinciding(series)
     ]
     return "\n".join(parts) + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)

@@ -16,7 +16,7 @@ import pytest
 from retryctl.cli._eval import _table as _eval_table
 from retryctl.cli._record import _sweep_table
 from retryctl.evals._report import render_html
-from retryctl.record._sweep_page import SWEEP_COLUMNS
+from retryctl.record._sweep_page import SWEEP_COLUMNS, render_sweep_html
 from retryctl.report._html import _count
 from retryctl.report._svg import heat_map, scatter
 from tests.report._reports import audit_page, eval_page, eval_report, sweep_page, sweep_rows
@@ -270,6 +270,28 @@ class TestSweepCharts:
         printed = [str(c.header) for c in _sweep_table(rows).columns]
         assert printed == re.findall(r"<th>([^<]*)</th>", table) == [c[0] for c in SWEEP_COLUMNS]
         assert "cut off" in printed and "default samples" in printed
+
+    def test_each_coincidence_note_sits_under_the_one_chart_it_is_true_for(self) -> None:
+        rows = [
+            {"temperature": t, "top_p": top_p, "min_p": None, "majority_accuracy": 0.5 + t / 4,
+             "default_accuracy": 0.25 + (top_p or 0.0) / 10, "mean_tokens": 40.0 + t * 10 + (top_p or 0.0),
+             "parse_failure_rate": 0.0}
+            for t in (0.2, 0.7) for top_p in (None, 0.9)
+        ]  # fmt: skip
+        html = render_sweep_html(rows, title="t")
+        divs = re.findall(r"<div>(.*?)</div>", html, flags=re.S)
+        assert len(divs) == 4
+        for div in divs:
+            label = re.search(r'aria-label="([^"]*)"', div)
+            notes = re.findall(r'<p class="note">([^<]*)</p>', div)
+            assert label is not None
+            if label.group(1) in ("Majority accuracy (all K samples)", "Samples with no answer"):
+                assert notes == [
+                    f"{label.group(1)}: top_p unset and top_p 0.9 have the same points, "
+                    "their lines lie on one another (told apart by width, dash and marker)."
+                ]
+            else:
+                assert notes == [], label.group(1)
 
 
 class TestScreenshots:
