@@ -148,6 +148,16 @@ def trim(path: Path, margin: int = 16) -> None:
     path.write_bytes(png + _chunk(b"IEND", b""))
 
 
+def first_accepted(html: str) -> str:
+    """``html`` without the heat map's step sections before the first with an accepted candidate, so
+    that the picture (cut at :data:`TALL`) shows the ✓ its caption describes; the page is unchanged."""
+    sections = re.findall(r'<section class="tokmap">.*?</section>', html, flags=re.S)
+    first = next((i for i, body in enumerate(sections) if 'class="accepted"' in body), 0)
+    for body in sections[:first]:
+        html = html.replace(body, "", 1)
+    return html
+
+
 def shoot(chromium: str, page: Path, name: str, work: Path) -> list[Path]:
     """One PNG per chart or heat-map panel of ``page``, as docs/img/``name``-<panel>.png."""
     html = page.read_text(encoding="utf-8")
@@ -159,7 +169,8 @@ def shoot(chromium: str, page: Path, name: str, work: Path) -> list[Path]:
         # The other sections hidden: the panel is drawn where it would be, at the top of the window.
         alone = work / f"{name}-{panel}.html"
         only = f"<style>body > :not(#{panel}) {{ display: none !important; }}</style></head>"
-        alone.write_text(html.replace("</head>", only, 1), encoding="utf-8")
+        shown = first_accepted(html) if panel == "tokens" else html
+        alone.write_text(shown.replace("</head>", only, 1), encoding="utf-8")
         png = IMG / f"{name}-{panel}.png"
         size = f"{min(WIDTH[name], 1100) if panel in TALL else WIDTH[name]},{TALL.get(panel, 2400)}"
         subprocess.run(

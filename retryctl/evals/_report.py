@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from retryctl._scores import Graded, Scores, scores
+from retryctl._scores import FIGURES, LABELS, Graded, Scores, cell, scores
 from retryctl.batch._outcome import graded_outcomes
 from retryctl.evals._frontier import selective
 from retryctl.report._svg import CHART_CSS, line_chart
@@ -68,7 +68,8 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-_COLUMNS = ("n", "accuracy", "coverage", "accepted_precision", "ece", "brier", "auroc")
+_COLUMNS = ("n", *FIGURES)
+"""The columns of ``retryctl eval``'s table, in its order and by its labels (:data:`LABELS`)."""
 _STYLE = (
     "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}"
     "table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;text-align:right;"
@@ -108,30 +109,42 @@ def _selective_html(figures: Mapping[str, Any] | None) -> str:
     return f"<h2>Precision at coverage</h2><table><tr>{head}</tr>{body}</table>{point}"
 
 
+def _same_points(systems: Mapping[str, Mapping[str, Any]]) -> str:
+    """A note naming the systems whose operating points coincide (the same coverage and accepted
+    precision): their rings are drawn one inside the other, and a reader should not have to guess."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for name, row in systems.items():
+        if row.get("accepted_precision") is not None and row.get("coverage") is not None:
+            key = (round(float(row["coverage"]), 6), round(float(row["accepted_precision"]), 6))
+            groups.setdefault(key, []).append(name)
+    notes = [
+        f"{', '.join(names[:-1])} and {names[-1]} stand at the same point ({cov:.2f}, {prec:.2f}): "
+        "coverage and accepted precision."
+        for (cov, prec), names in groups.items()
+        if len(names) > 1
+    ]
+    return "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
+
+
+def _rows(systems: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per system, its cells as ``retryctl eval`` prints them (:func:`cell`)."""
+    return "".join(
+        f"<tr><td>{escape(name)}</td>"
+        + "".join(f"<td>{escape(str(row[c]) if c == 'n' else cell(row.get(c)))}</td>" for c in _COLUMNS)
+        + "</tr>"
+        for name, row in systems.items()
+    )
+
+
 def render_html(report: Mapping[str, Any], *, title: str) -> str:
     """One self-contained page: the figures, the reliability diagram of accepted answers and the
     risk–coverage curve of every system."""
-    head = "".join(f"<th>{escape(c)}</th>" for c in ("system", *_COLUMNS))
-    body = "".join(
-        "<tr>"
-        + f"<td>{escape(name)}</td>"
-        + "".join(f"<td>{_fmt(row.get(c))}</td>" for c in _COLUMNS)
-        + "</tr>"
-        for name, row in report["systems"].items()
+    head = "".join(f"<th>{escape(LABELS.get(c, c))}</th>" for c in ("system", *_COLUMNS))
+    body = _rows(report["systems"])
+    strata = "".join(
+        f"<h3>{escape(stratum)}</h3><table><tr>{head}</tr>{_rows(rows)}</table>"
+        for stratum, rows in report["strata"].items()
     )
-    strata = ""
-    for stratum, rows in report["strata"].items():
-        strata += (
-            f"<h3>{escape(stratum)}</h3><table><tr>{head}</tr>"
-            + "".join(
-                "<tr>"
-                + f"<td>{escape(name)}</td>"
-                + "".join(f"<td>{_fmt(row.get(c))}</td>" for c in _COLUMNS)
-                + "</tr>"
-                for name, row in rows.items()
-            )
-            + "</table>"
-        )
     curves, systems = report["curves"], report["systems"]
     reliability = line_chart(
         {name: [(x, y) for x, y, _ in c["reliability"]] for name, c in curves.items()},
@@ -168,7 +181,8 @@ def render_html(report: Mapping[str, Any], *, title: str) -> str:
         "the answered tasks that are wrong (lower is better). The ring on a curve is where the system "
         "itself stands: the share of tasks it answered and the share of those that were wrong "
         "(1 − accepted precision).</p>"
-        f"{risk}</section>"
+        f"{risk}{_same_points(systems)}</section>"
         f"{_selective_html(report.get('selective'))}"
-        f"<h2>By stratum</h2>{strata}</body></html>"
+        + (f"<h2>By stratum</h2>{strata}" if strata else "")
+        + "</body></html>"
     )

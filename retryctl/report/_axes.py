@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["INK", "MUTED", "Frame", "Scale", "axes", "fmt", "open_svg", "text", "text_on"]
+__all__ = ["INK", "MUTED", "PAD", "Frame", "Scale", "axes", "fmt", "open_svg", "text", "text_on"]
 
 INK = "#222222"
 """Titles and axis titles (15.9:1 on white)."""

@@ -34,7 +34,14 @@ from operator import mul
 from typing import Any
 
 from retryctl.report._charges import Pending, charge
-from retryctl.report._model import CONFIDENCE_BINS, MAX_TOKEN_ROWS, Analysis, StepOutcome, add_token_rows
+from retryctl.report._model import (
+    CONFIDENCE_BINS,
+    MAX_TOKEN_ROWS,
+    Analysis,
+    StepOutcome,
+    add_token_rows,
+    attempt_label,
+)
 from retryctl.report._structs import UNSET, LeanRecord, Record
 
 __all__ = ["fold_dicts", "fold_records"]
@@ -202,7 +209,7 @@ def fold_records(  # noqa: PLR0915 - the hot loop, inlined on purpose
                     step.gold = str(holder["gold"])
                 if len(rows) < MAX_TOKEN_ROWS:
                     group = f"{step_run}/{step_id}"
-                    add_token_rows(out, f"attempt {attempt}", holder, group)
+                    add_token_rows(out, attempt_label(attempt, target), holder, group)
         elif kind == "summary":
             summaries += 1
             if r.step_id != step_id or r.run_id != step_run or step is None:
@@ -384,7 +391,7 @@ def fold_dicts(records: Iterable[dict[str, Any]], out: Analysis) -> None:  # noq
             if extra:
                 if "gold" in extra:
                     step.gold = str(extra["gold"])
-                add_token_rows(out, f"attempt {attempt}", extra, f"{key[0]}/{key[1]}")
+                add_token_rows(out, attempt_label(attempt, target), extra, f"{key[0]}/{key[1]}")
         elif kind == "summary":
             summaries += 1
             _fold_summary_dict(out, rec)

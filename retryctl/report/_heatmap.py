@@ -22,7 +22,7 @@ __all__ = ["PER_LINE", "contrast", "scale_max", "text_colour", "token_colour", "
 PER_LINE = 32
 """Tokens per line of a row; a longer candidate wraps onto more lines."""
 
-_CELL_W, _CELL_H, _LABEL_W, _GAP = 30, 18, 170, 6
+_CELL_W, _CELL_H, _LABEL_W, _GAP = 30, 18, 300, 6  # room for '✓ attempt 1 · embedded:SmolLM… · s0 → 42'
 _CHARS = 4  # what fits in a cell at 11 px monospace
 _ACCEPTED = "#196c2e"
 # A light-to-dark sequential scale (the magma palette's upper part): calm tokens light, unsure dark.

@@ -36,6 +36,11 @@ def _whole(value: float) -> float | int:
     return int(value) if value.is_integer() else value
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 step``, ``0 steps``, ``2 steps``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
@@ -142,12 +147,15 @@ def render_html(analysis: Analysis, summary: dict[str, Any], reports: list[Verif
         _panel(
             "confidence",
             "Confidence histogram",
-            bar_chart(
+            f"<p>The confidence each verdict was decided on (calibrated where a calibration is applied), "
+            f"in {CONFIDENCE_BINS} bins of {width:.2f}: a bar starts at its bin's tick.</p>"
+            + bar_chart(
                 labels,
                 [float(v) for v in analysis.confidence_hist],
-                title="Fused confidence of every verdict",
+                title="The confidence each verdict was decided on",
                 x_label="confidence (bin start)",
                 y_label="verdicts",
+                bins=True,
             ),
         )
     )
@@ -222,7 +230,8 @@ def _sections(summary: dict[str, Any]) -> str:
     )
     bh = summary["black_holes"]
     body = (
-        f"<p>{bh['steps']} steps in the top tenth by {bh['unit']} ended without an accepted answer, "
+        f"<p>{_count(bh['steps'], 'step')} in the top tenth by {bh['unit']} ended without an accepted "
+        "answer, "
         f"spending {bh['share']:.3f} of all {bh['unit']}.</p>"
         + _table(
             ["run", "step", bh["unit"], "attempts", "outcome", "reason"],

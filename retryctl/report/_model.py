@@ -27,6 +27,7 @@ __all__ = [
     "StepOutcome",
     "TokenRow",
     "add_token_rows",
+    "attempt_label",
     "no_cyclic_gc",
     "token_row",
 ]
@@ -188,6 +189,13 @@ class Analysis:
     """Per-token rows for the heat map (the first :data:`MAX_TOKEN_ROWS` logged)."""
 
 
+def attempt_label(attempt: int, target: str) -> str:
+    """A verdict's heat-map row label: its attempt and the member or tool that made the candidate
+    (``attempt 2 · calculator``), a long model name cut so that the label fits its column."""
+    short = target if len(target) <= 16 else target[:15] + "…"
+    return f"attempt {attempt} · {short}" if short else f"attempt {attempt}"
+
+
 def add_token_rows(out: Analysis, label: str, holder: dict[str, Any], group: str = "") -> None:
     """Keep per-token data from ``holder`` for the heat map: a verdict's ``token_samples`` (one row
     per logged candidate), else ``token_entropy`` or ``token_logprobs`` (one row)."""
@@ -198,7 +206,7 @@ def add_token_rows(out: Analysis, label: str, holder: dict[str, Any], group: str
         for item in samples:
             if isinstance(item, dict):
                 sample = item.get("sample")
-                add_token_rows(out, f"{label} s{sample}" if isinstance(sample, int) else label, item, group)
+                add_token_rows(out, f"{label} · s{sample}" if isinstance(sample, int) else label, item, group)
         return
     row = token_row(label, holder, group)
     if row is not None:

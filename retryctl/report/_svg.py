@@ -18,7 +18,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from retryctl.report._axes import INK, MUTED, Frame, Scale, axes, fmt, nice_ticks, open_svg, text, text_on
+from retryctl.report._axes import (
+    INK,
+    MUTED,
+    PAD,
+    Frame,
+    Scale,
+    axes,
+    fmt,
+    nice_ticks,
+    open_svg,
+    text,
+    text_on,
+)
 
 __all__ = ["CHART_CSS", "bar_chart", "heat_map", "line_chart", "scatter"]
 
@@ -45,14 +57,22 @@ def _color(frac: float) -> str:
 
 
 def bar_chart(
-    labels: Sequence[str], values: Sequence[float], *, title: str, x_label: str, y_label: str
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    bins: bool = False,
 ) -> str:
-    """Vertical bars, one per label (the labels thinned out to about twelve when crowded)."""
+    """Vertical bars, one per label (the labels thinned out to about twelve when crowded). ``bins``:
+    each label is its bin's start, so the bar spans from its tick to the next (a histogram) rather
+    than being centred on it."""
     frame = Frame()
     whole = all(float(v).is_integer() for v in values)
     y_top = nice_ticks(0.0, max([*values, 1.0]), whole=whole)[-1]
     n = max(1, len(values))
-    xs = Scale(-0.5, n - 0.5, frame.x0, frame.x1)
+    xs = Scale(0.0, float(n), frame.x0, frame.x1) if bins else Scale(-0.5, n - 0.5, frame.x0, frame.x1)
     ys = Scale(0.0, y_top, frame.y0, frame.y1)
     every = max(1, -(-n // 12))
     ticks = [(float(i), label) for i, label in enumerate(labels) if i % every == 0]
@@ -61,8 +81,9 @@ def bar_chart(
     slot = xs(1.0) - xs(0.0)
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
         top, bottom = ys(value), ys(0.0)
+        left = xs(i) if bins else xs(i) - slot * 0.4  # a bin's bar starts at its tick; the gap is after it
         parts.append(
-            f'<rect class="bar" x="{xs(i) - slot * 0.4:.1f}" y="{top:.1f}" width="{slot * 0.8:.1f}" '
+            f'<rect class="bar" x="{left:.1f}" y="{top:.1f}" width="{slot * (0.9 if bins else 0.8):.1f}" '
             f'height="{bottom - top:.1f}" fill="{BAR}"><title>{escape(label)}: {fmt(value)}</title></rect>'
         )
     parts.append("</svg>")
@@ -119,6 +140,10 @@ def heat_map(
     return "\n".join(parts)
 
 
+_R_MIN, _R_MAX = 4.0, 14.0
+"""A scatter point's radius for the smallest and the largest weight."""
+
+
 def scatter(
     points: Sequence[tuple[float, float, float]],
     *,
@@ -133,8 +158,11 @@ def scatter(
     ``diagonal`` draws y = x (a reliability diagram's perfect calibration)."""
     frame = Frame()
     x_top = x_max if x_max is not None else nice_ticks(0.0, max([p[0] for p in points] + [1.0]))[-1]
-    xs = Scale(0.0, x_top, frame.x0, frame.x1)
-    ys = Scale(0.0, y_max, frame.y0, frame.y1)
+    # The largest point is wider than the scale's padding: inset the data further so that a point at
+    # either end of an axis is drawn whole inside the frame, not across it.
+    inset = max(0.0, _R_MAX + 2 - PAD)
+    xs = Scale(0.0, x_top, frame.x0 + inset, frame.x1 - inset)
+    ys = Scale(0.0, y_max, frame.y0 - inset, frame.y1 + inset)
     parts = open_svg(title, frame.width, frame.height)
     parts += axes(frame, xs, ys, x_label=x_label, y_label=y_label)
     if diagonal:
@@ -145,7 +173,7 @@ def scatter(
         )
     w_max = max([p[2] for p in points] + [1.0])
     for x_val, y_val, weight in points:
-        r = 4 + 10 * (weight / w_max) ** 0.5
+        r = _R_MIN + (_R_MAX - _R_MIN) * (weight / w_max) ** 0.5
         parts.append(
             f'<circle class="point" cx="{xs(x_val):.1f}" cy="{ys(y_val):.1f}" r="{r:.1f}" fill="{POINT}" '
             f'fill-opacity="0.7" stroke="#7a2c0b"><title>{fmt(x_val)}: {y_val:.2f} ({fmt(weight)})</title>'
@@ -269,9 +297,11 @@ def line_chart(
         )
         parts.append(text(lx + 38, y_row + 4, mark_label, size=12))
     parts.append("</svg>")
+    # Named by the chart's title: charts side by side each carry their own note, and one true of a
+    # single chart must not read as true of its neighbours.
     notes = [
-        f"{', '.join(names[:-1])} and {names[-1]} have the same points: their lines lie on one another "
-        "(told apart by width, dash and marker)."
+        f"{title}: {', '.join(names[:-1])} and {names[-1]} have the same points, their lines lie on one "
+        "another (told apart by width, dash and marker)."
         for names in _coinciding(series)
     ]
     return "\n".join(parts) + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)

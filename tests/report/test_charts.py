@@ -5,6 +5,7 @@ diagonal, series that coincide told apart, each system's operating point, the sw
 
 from __future__ import annotations
 
+import copy
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from retryctl.cli._eval import _table as _eval_table
 from retryctl.cli._record import _sweep_table
-from retryctl.record._sweep_page import SWEEP_COLUMNS
-from retryctl.report._svg import heat_map
+from retryctl.evals._report import render_html
+from retryctl.record._sweep_page import SWEEP_COLUMNS, render_sweep_html
+from retryctl.report._html import _count
+from retryctl.report._svg import heat_map, scatter
 from tests.report._reports import audit_page, eval_page, eval_report, sweep_page, sweep_rows
 
 PAGES: dict[str, Callable[[Path], Path]] = {"audit": audit_page, "eval": eval_page, "sweep": sweep_page}
@@ -216,6 +220,29 @@ class TestEvalCharts:
         notes = re.findall(r'<p class="note">([^<]*)</p>', html)
         assert any("calculator@8 and python@8 have the same points" in n for n in notes), notes
 
+    def test_systems_at_the_same_operating_point_are_named_even_with_different_curves(self) -> None:
+        report = copy.deepcopy(eval_report())
+        report["systems"]["model@1"].update(coverage=1.0, accepted_precision=1.0)
+        report["systems"]["model@20"].update(coverage=1.0, accepted_precision=1.0)
+        assert report["curves"]["model@1"] != report["curves"]["model@20"]
+        notes = re.findall(r'<p class="note">([^<]*)</p>', render_html(report, title="t"))
+        assert any("model@1 and model@20 stand at the same point (1.00, 1.00)" in n for n in notes), notes
+        assert any("calculator@8 and python@8 stand at the same point (0.58, 0.43)" in n for n in notes)
+
+    def test_the_figures_table_has_the_columns_and_labels_the_command_prints(self) -> None:
+        report = eval_report()
+        html = render_html(report, title="t")
+        printed = [str(c.header) for c in _eval_table("t", report["systems"]).columns]
+        assert re.findall(r"<th>([^<]*)</th>", html.split("</table>")[0]) == printed
+        assert "ungated accuracy" in printed and "accepted precision" in printed
+        row = re.findall(r"<td>([^<]*)</td>", html.split("</table>")[0])
+        assert row[:2] == ["agent", "24"]
+
+    def test_no_stratum_heading_without_strata(self) -> None:
+        report = {**eval_report(), "strata": {}}
+        assert "By stratum" not in render_html(report, title="t")
+        assert "By stratum" in render_html(eval_report(), title="t")
+
 
 class TestSweepCharts:
     def test_the_legend_names_only_the_knob_that_varies_and_unset_as_unset(self, tmp_path: Path) -> None:
@@ -244,6 +271,28 @@ class TestSweepCharts:
         assert printed == re.findall(r"<th>([^<]*)</th>", table) == [c[0] for c in SWEEP_COLUMNS]
         assert "cut off" in printed and "default samples" in printed
 
+    def test_each_coincidence_note_sits_under_the_one_chart_it_is_true_for(self) -> None:
+        rows = [
+            {"temperature": t, "top_p": top_p, "min_p": None, "majority_accuracy": 0.5 + t / 4,
+             "default_accuracy": 0.25 + (top_p or 0.0) / 10, "mean_tokens": 40.0 + t * 10 + (top_p or 0.0),
+             "parse_failure_rate": 0.0}
+            for t in (0.2, 0.7) for top_p in (None, 0.9)
+        ]  # fmt: skip
+        html = render_sweep_html(rows, title="t")
+        divs = re.findall(r"<div>(.*?)</div>", html, flags=re.S)
+        assert len(divs) == 4
+        for div in divs:
+            label = re.search(r'aria-label="([^"]*)"', div)
+            notes = re.findall(r'<p class="note">([^<]*)</p>', div)
+            assert label is not None
+            if label.group(1) in ("Majority accuracy (all K samples)", "Samples with no answer"):
+                assert notes == [
+                    f"{label.group(1)}: top_p unset and top_p 0.9 have the same points, "
+                    "their lines lie on one another (told apart by width, dash and marker)."
+                ]
+            else:
+                assert notes == [], label.group(1)
+
 
 class TestScreenshots:
     def test_every_picture_the_docs_show_is_committed_and_small(self) -> None:
@@ -263,3 +312,32 @@ class TestScreenshots:
             assert png.is_file(), f"{page.name} shows {name}: missing (make screenshots)"
             data = png.read_bytes()
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 150_000, name
+
+
+class TestAuditPanels:
+    def test_the_histogram_says_what_it_plots_and_each_bar_starts_at_its_bin(self, tmp_path: Path) -> None:
+        html = audit_page(tmp_path).read_text(encoding="utf-8")
+        assert "Fused confidence" not in html
+        said = "The confidence each verdict was decided on (calibrated where a calibration is applied)"
+        assert said in html
+        svg = next(s for s in charts(html) if (s.get("aria-label") or "").startswith("The confidence each"))
+        ticks = {
+            e.text: float(e.get("x", 0)) for e in _texts(svg, "tick") if "x" in (e.get("class") or "").split()
+        }
+        bars = [e for e in svg.iter() if e.get("class") == "bar"]
+        starts = [(b.findtext("{http://www.w3.org/2000/svg}title") or "").split(":")[0] for b in bars]
+        checked = [(b, s) for b, s in zip(bars, starts, strict=True) if s in ticks]
+        assert len(checked) >= 5
+        for bar, start in checked:
+            assert abs(float(bar.get("x", 0)) - ticks[start]) < 0.2, start
+
+    def test_a_point_at_the_largest_x_is_drawn_whole_inside_the_frame(self) -> None:
+        svg = ET.fromstring(scatter([(1.0, 0.5, 1.0), (3.0, 1.0, 9.0)], title="t", x_label="x", y_label="y"))
+        x0, y0, x1, y1 = _frame(svg)
+        for p in (e for e in svg.iter() if e.get("class") == "point"):
+            cx, cy, r = (float(p.get(k, 0)) for k in ("cx", "cy", "r"))
+            assert x0 < cx - r and cx + r < x1 and y0 < cy - r and cy + r < y1
+
+    def test_the_black_holes_count_one_step_in_the_singular(self) -> None:
+        assert _count(1, "step") == "1 step"
+        assert _count(0, "step") == "0 steps" and _count(2, "step") == "2 steps"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,8 @@ from retryctl.report._heatmap import (
     token_colour,
     token_map_html,
 )
-from retryctl.report._model import Analysis, TokenRow, add_token_rows
+from retryctl.report._model import Analysis, TokenRow, add_token_rows, attempt_label
+from tests.report._reports import audit_page
 
 
 def _rows() -> list[TokenRow]:
@@ -67,7 +69,7 @@ class TestTokenMap:
         assert [m for m in re.findall(r"<h3>([^<]+) <small>", html)] == ["run/q1", "run/q2"]
         assert html.count('<g class="tok">') == 2 * 3 * 4
         assert html.count('class="accepted"') == 2  # the accepted candidate of each step, outlined
-        assert "✓ attempt 1 s1 → 42 (4 of 70)" in html
+        assert "✓ attempt 1 · s1 → 42 (4 of 70)" in html
 
     def test_hover_gives_the_token_and_its_values_escaped(self) -> None:
         html = token_map_html(_rows())
@@ -99,3 +101,15 @@ def test_long_candidates_wrap(n: int) -> None:
     html = token_map_html([row])
     ys = {int(y) for y in re.findall(r'<rect class="cell" x="\d+" y="(\d+)"', html)}
     assert PER_LINE == 32 and len(ys) == -(-n // PER_LINE)
+
+
+class TestRowLabels:
+    def test_a_verdicts_row_names_the_member_that_made_it(self, tmp_path: Path) -> None:
+        html = audit_page(tmp_path).read_text(encoding="utf-8")
+        labels = set(re.findall(r'<text class="lab"[^>]*>([^<]*)<', html))
+        assert any(label.startswith("attempt 2 · large · s1") for label in labels), sorted(labels)
+        assert any(label.startswith("attempt 1 · small · s0") for label in labels)
+
+    def test_a_long_model_name_is_cut_to_fit_the_label_column(self) -> None:
+        assert attempt_label(2, "calculator") == "attempt 2 · calculator"
+        assert attempt_label(1, "SmolLM2-135M-Instruct-Q4") == "attempt 1 · SmolLM2-135M-In…"

@@ -124,7 +124,7 @@ class TestHtmlInChromium:
         assert len(charts) == 5
         assert '<svg class="tokens"' in dom
         labels = [re.search(r'aria-label="([^"]+)"', c).group(1) for c in charts]  # type: ignore[union-attr]
-        assert labels[0].startswith("Fused confidence")
+        assert labels[0].startswith("The confidence each verdict was decided on")
         assert labels[3].startswith("Ungated accuracy against cost")
         assert labels[4].startswith("Reliability of accepted steps")
         assert all(re.search(r"<(rect|circle) class=\"(bar|cell|point)\"", c) for c in charts)
