@@ -32,6 +32,7 @@ import zlib
 from pathlib import Path
 
 from _cli import retryctl  # bench/ is the script's directory
+from _png import decode
 
 from retryctl.evals import word_problems
 from retryctl.evals._report import evaluation, render_html
@@ -89,51 +90,13 @@ def sweep_report(work: Path) -> Path:
     return page
 
 
-def _rows(data: bytes) -> tuple[int, int, int, list[bytearray]]:
-    """An 8-bit RGB/RGBA PNG (what Chromium writes) decoded into unfiltered rows, by the PNG spec."""
-    pos, idat, width, height, channels = 8, b"", 0, 0, 0
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
-            if depth != 8 or colour not in (2, 6):
-                sys.exit(f"unexpected PNG from chromium: depth {depth}, colour type {colour}")
-            channels = 3 if colour == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw, stride = zlib.decompress(idat), width * channels
-    rows, prev = [], bytearray(stride)
-    for y in range(height):
-        filt, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
-        if filt == 1:
-            for i in range(channels, stride):
-                line[i] = (line[i] + line[i - channels]) & 255
-        elif filt == 2:
-            line = bytearray((a + b) & 255 for a, b in zip(line, prev, strict=True))
-        elif filt in (3, 4):
-            for i in range(stride):
-                a = line[i - channels] if i >= channels else 0
-                b, c = prev[i], (prev[i - channels] if i >= channels else 0)
-                if filt == 3:
-                    line[i] = (line[i] + (a + b) // 2) & 255
-                else:
-                    p = a + b - c
-                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                    line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(line)
-        prev = line
-    return width, channels, height, rows
-
-
 def _chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
 
 def trim(path: Path, margin: int = 16) -> None:
     """Cut the rows below the last one that is not all white (keeping ``margin``), as RGB."""
-    width, channels, _, rows = _rows(path.read_bytes())
+    width, channels, _, rows = decode(path.read_bytes())
     rgb = [row if channels == 3 else bytearray(b for i, b in enumerate(row) if i % 4 != 3) for row in rows]
     white = bytes([255]) * (width * 3)
     last = max((y for y, row in enumerate(rgb) if row != white), default=0)

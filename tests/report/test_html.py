@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
-import struct
 import subprocess
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,13 @@ from retryctl.audit import verify_log
 from retryctl.report import analyse, render_html, summarise
 from tests.report._logs import graph_log, verdict, write_verdicts
 from tests.report._reports import eval_page, sweep_page
+
+_spec = importlib.util.spec_from_file_location(
+    "_bench_png", Path(__file__).resolve().parents[2] / "bench" / "_png.py"
+)
+assert _spec is not None and _spec.loader is not None
+_PNG = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_PNG)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 _FLAGS = [
@@ -37,44 +43,9 @@ def _report(log: Path, out: Path) -> Path:
 
 
 def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
-    """Decode an 8-bit RGB/RGBA PNG (what Chromium writes) into rows of raw pixels, by the PNG spec."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width, height, channels = 8, b"", 0, 0, 0
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and color in (2, 6)
-            channels = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride = width * channels
-    rows: list[bytes] = []
-    prev = bytearray(stride)
-    for y in range(height):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - channels] if i >= channels else 0
-            b = prev[i]
-            c = prev[i - channels] if i >= channels else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(bytes(line))
-        prev = line
-    return width, channels, rows
+    """The rows of pixels of a screenshot, read by ``bench/_png.py`` (the screenshot script's reader)."""
+    width, channels, _, rows = _PNG.decode(path.read_bytes())
+    return width, channels, [bytes(row) for row in rows]
 
 
 class TestRenderHtml:
