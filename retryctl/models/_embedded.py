@@ -35,6 +35,7 @@ from retryctl.models._gbnf import gbnf_problem, regex_to_gbnf
 from retryctl.models._grammar import Grammar
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._sampler_chain import sampler_knobs, stop_at
 from retryctl.models._text_sink import TextEmitter, TextSink
 from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
 
@@ -47,33 +48,8 @@ _log = get_logger("retryctl.models")
 _SEED_SPACE = 2**31
 _LOCKS_GUARD = threading.Lock()
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
-# llama-cpp-python's own defaults, used where SamplingParams leaves a knob at None.
-_DEFAULT_TOP_K, _DEFAULT_TOP_P, _DEFAULT_MIN_P = 40, 0.95, 0.05
 _LOOSE_CHAR = 'char ::= [^"\\\\] |'
 _JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
-
-
-def sampler_knobs(params: SamplingParams) -> dict[str, Any]:
-    """The sampling knobs handed to ``Llama.generate``, which builds llama.cpp's chain from them in its
-    fixed order: top-k, then top-p over what top-k kept (renormalised), then min-p, then the
-    temperature, then the draw (docs/models.md, "Sampling knob order"). A ``None`` knob takes
-    llama-cpp-python's default."""
-    return {
-        "top_k": params.top_k if params.top_k is not None else _DEFAULT_TOP_K,
-        "top_p": params.top_p if params.top_p is not None else _DEFAULT_TOP_P,
-        "min_p": params.min_p if params.min_p is not None else _DEFAULT_MIN_P,
-        "temp": params.temperature,
-    }
-
-
-def _stop_at(buf: bytearray, stops: list[bytes], kept: set[bytes], last: int) -> int:
-    """Where ``buf`` ends at its first stop string that the piece from byte ``last`` on completes (after
-    it when the string is ``kept``, before it otherwise), or -1."""
-    window = max(0, last - max(len(s) for s in stops))
-    found = min(((i, s) for s in stops if (i := buf.find(s, window)) != -1), default=None)
-    if found is None:
-        return -1
-    return found[0] + len(found[1]) if found[1] in kept else found[0]
 
 
 def _lock_for(llm: Any) -> threading.Lock:
@@ -286,7 +262,7 @@ class EmbeddedBackend(BackendBase):
                 ids.append(token)
                 buf += piece
                 if stops:
-                    cut = _stop_at(buf, stops, kept, starts[-1])
+                    cut = stop_at(buf, stops, kept, starts[-1])
                     if cut != -1:
                         n = sum(1 for s in starts if s < cut)
                         del buf[cut:], starts[n:], ids[n:], logprobs[n:]
