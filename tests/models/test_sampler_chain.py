@@ -27,7 +27,7 @@ def _survivors(llm, params: SamplingParams, probs=PROBS) -> set[int]:
     sampler = llm._init_sampler(**sampler_knobs(params), repeat_penalty=1.0)
     try:
         llama_cpp.llama_sampler_apply(sampler.sampler, ctypes.byref(array))
-        return {array.data[i].id for i in range(array.size)}
+        return {int(array.data[i].id) for i in range(array.size)}
     finally:
         sampler.close()
 
