@@ -200,9 +200,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(
-        f"{'backend':<17}{'q':>2} {'request':<10}{'stage':<8}{'prompt':>7}{'evaluated':>10}{'generated':>10}{'wall s':>8}"
-    )
+    head = f"{'backend':<17}{'q':>2} {'request':<10}{'stage':<8}{'prompt':>7}"
+    print(f"{head}{'evaluated':>10}{'generated':>10}{'wall s':>8}")
     for r in rows:
         prompt = "" if r["prompt_tokens"] is None else r["prompt_tokens"]
         evaluated = "?" if r["evaluated"] is None else r["evaluated"]
