@@ -10,10 +10,12 @@ import math
 import pytest
 
 from retryctl.models import SamplingParams
+from retryctl.models._embedded import _lock_for
 from retryctl.models._sampler_chain import sampler_knobs
 from tests.models.conftest import needs_llama
 
 PROBS = (0.5, 0.3, 0.12, 0.08)
+Q = [{"role": "user", "content": "Name a colour."}]
 
 
 def _survivors(llm, params: SamplingParams, probs=PROBS) -> set[int]:
@@ -80,3 +82,42 @@ class TestTopKThenTopP:
             for t in (0.3, 1.0, 2.0)
         }
         assert sets == {frozenset({0, 1, 2})}
+
+
+def _real_probs(embedded) -> list[float]:
+    """The embedded model's next-token distribution (temperature 1) after a real prompt."""
+    import numpy as np
+
+    llm = embedded.llama
+    with _lock_for(llm):
+        prompt = llm.tokenize(embedded.render_prompt(Q).encode(), add_bos=False, special=True)
+        llm.reset()
+        llm.eval(prompt)
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+    probs = np.exp(logits - logits.max())
+    return [float(p) for p in probs / probs.sum()]
+
+
+@needs_llama
+class TestOnRealLogits:
+    def test_the_chain_keeps_the_set_top_k_then_top_p_implies(self, embedded):
+        probs = _real_probs(embedded)
+        ranked = sorted(probs, reverse=True)
+        k = 8
+        # A top-p between two renormalised cumulative masses of the top k, far from both (float32 in
+        # llama.cpp): the orders then differ wherever top-p alone would keep more than top-k-then-top-p.
+        cum = [sum(ranked[: i + 1]) / sum(ranked[:k]) for i in range(k)]
+        cases = [
+            (i, (cum[i - 1] + cum[i]) / 2)
+            for i in range(1, k - 1)
+            if cum[i] - cum[i - 1] > 0.01
+            and _top_p_then_top_k(probs, k, (cum[i - 1] + cum[i]) / 2)
+            != _top_k_then_top_p(probs, k, (cum[i - 1] + cum[i]) / 2)
+        ]
+        assert cases, ranked[:k]  # this prompt has a case where the orders differ
+        for _, p in cases:
+            got = _survivors(
+                embedded.llama, SamplingParams(temperature=1.0, top_k=k, top_p=p, min_p=0.0), probs
+            )
+            assert got == _top_k_then_top_p(probs, k, p)
+            assert got != _top_p_then_top_k(probs, k, p)
