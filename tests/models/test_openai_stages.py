@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from retryctl.exceptions import ConfigError
 from retryctl.models import OpenAIBackend, SamplingParams, Stage
+from tests.models._fault_server import FaultServer, raw
 from tests.models.conftest import needs_llama
 
 Q = [{"role": "user", "content": "What is 12 + 7? Think it through, then answer."}]
@@ -71,3 +73,63 @@ class TestStagesOnLlamaServer:
         cands = asyncio.run(backend.sample(Q, SamplingParams(seed=7, stages=(THINK, ANSWER)), k=2))
         assert len(cands) == 2 and all(len(c.stages) == 2 for c in cands)
         assert [c.seed for c in cands] == [7, 8]
+
+
+def _chat(text: str, *, stop_reason: str | None, prompt: int, cached: int) -> bytes:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    if stop_reason is not None:
+        choice["stop_reason"] = stop_reason  # vLLM names the stop string it met
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": 3,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+    return json.dumps({"choices": [choice], "usage": usage}).encode()
+
+
+class TestContinueModeOnTheWire:
+    """The request shape of ``stage_mode="continue"`` (vLLM's fields), read off a real HTTP server."""
+
+    def test_each_stage_continues_a_final_assistant_message_with_its_own_knobs(self):
+        server = FaultServer().start()
+        try:
+            server.script.extend(
+                [
+                    raw(_chat("x = 1", stop_reason="</t>", prompt=20, cached=0)),
+                    raw(_chat(" 1", stop_reason=None, prompt=30, cached=24)),
+                ]
+            )
+            backend = OpenAIBackend(model="m", base_url=server.url, stage_mode="continue")
+            think = Stage(
+                name="think",
+                temperature=0.0,
+                top_k=5,
+                max_tokens=40,
+                start="<think>\n",
+                end=("</think>", "</t>"),
+            )
+            answer = Stage(name="answer", max_tokens=8, start="\nAnswer:")
+            params = SamplingParams(
+                temperature=0.8, top_p=0.9, seed=3, stop=("\n\n",), stages=(think, answer)
+            )
+            [cand] = asyncio.run(backend.sample(Q, params))
+        finally:
+            server.stop()
+        first, second = server.requests
+        assert first["messages"] == [*Q, {"role": "assistant", "content": "<think>\n"}]
+        assert first["continue_final_message"] is True and first["add_generation_prompt"] is False
+        assert (first["temperature"], first["top_k"], first["top_p"], first["max_tokens"]) == (
+            0.0,
+            5,
+            0.9,
+            40,
+        )
+        assert first["stop"] == ["</think>", "</t>"]  # the draw's stop only on the last stage
+        # The end string the server met (and cut) is put back before the next stage continues.
+        assert second["messages"][-1] == {"role": "assistant", "content": "<think>\nx = 1</t>\nAnswer:"}
+        assert (second["temperature"], second["max_tokens"], second["stop"]) == (0.8, 8, ["\n\n"])
+        assert second["seed"] != first["seed"]
+        assert cand.text == "<think>\nx = 1</t>\nAnswer: 1"
+        # Billed: both prompts whole; evaluated: less what the server said it had cached.
+        assert cand.usage.input_tokens == 50
+        assert [s.prompt_tokens for s in cand.stages] == [20, 6]
