@@ -206,10 +206,13 @@ async def _one(
         )
         reply = await _request(backend, path, body, stage_seed)
         text = stage.start + reply.text
-        if not last and stage.end:
-            # The server cut the end string it met (or met none): put one back so the next stage
-            # continues after a closed stage.
-            text += reply.matched if reply.matched in stage.end else stage.end[0]
+        met = reply.matched if reply.matched is not None and reply.matched in stage.end else None
+        if met is not None:
+            text += met  # the server cut the end string it met: it is kept in the text
+        elif not last and stage.end:
+            # The server met none that it names (the end of text, its cap, or a server that does
+            # not say which stop string it met): close the stage so the next continues after it.
+            text += stage.end[0]
         so_far += text[len(stage.start) :]
         usage += reply.usage
         logprobs.extend(reply.logprobs or ())

@@ -9,6 +9,9 @@ import pytest
 
 from retryctl.exceptions import ConfigError
 from retryctl.models import OpenAIBackend, SamplingParams, Stage
+from retryctl.models._prompt_bound import prompt_tokens_bound
+from retryctl.models._stages import staged_input_bound
+from retryctl.nodes._sampling import _text_bound
 from tests.models._fault_server import FaultServer, raw
 from tests.models.conftest import needs_llama
 
@@ -66,6 +69,9 @@ class TestStagesOnLlamaServer:
             # The second request's prompt held the first stage's text: it billed more prompt tokens.
             assert answer.prompt_tokens is not None and think.prompt_tokens is not None
             assert answer.prompt_tokens >= think.prompt_tokens + think.tokens
+            # What a draw reserves bounds what each staged sample is billed (every request whole).
+            bound = staged_input_bound(prompt_tokens_bound([Q[0]["content"]]), (THINK, ANSWER), _text_bound)
+            assert think.prompt_tokens + answer.prompt_tokens == cand.usage.input_tokens <= bound
         assert len({c.stages[0].text for c in cands}) == 1  # the think stage at temperature 0
         assert len({c.stages[1].text for c in cands}) > 1  # the answer stage at 1.0
 

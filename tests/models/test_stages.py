@@ -10,7 +10,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from retryctl.exceptions import ConfigError
 from retryctl.models import LangChainBackend, SamplingParams, Stage
-from retryctl.models._stages import check_stages
+from retryctl.models._stages import check_stages, staged_input_bound
 from retryctl.nodes import SamplingSchedule
 
 THINK = Stage(name="think", temperature=0.0, max_tokens=64, start="<think>\n", end=("</think>",))
@@ -81,6 +81,19 @@ class TestScheduleAndParams:
         # The draw's temperature is what a stage with temperature None takes.
         assert (first.temperature, second.temperature) == (0.2, 0.9)
         assert SamplingSchedule().params(attempt=1, drawn=0, disagreed=False).stages == ()
+
+
+class TestInputBound:
+    def test_each_stage_reads_the_prompt_and_all_before_it(self):
+        def one_per_char(text: str) -> int:
+            return len(text)
+
+        # think: prompt + "<think>\n" (8); answer: prompt + 8 + 64 + "</think>" (8) + "\nAnswer:" (8).
+        bound = staged_input_bound(
+            100, (THINK, Stage(name="answer", max_tokens=16, start="\nAnswer:")), one_per_char
+        )
+        assert bound == (100 + 8) + (100 + 8 + 64 + 8 + 8)
+        assert staged_input_bound(100, (ANSWER,), one_per_char) == 100
 
 
 class TestBackendsThatCannotStage:
