@@ -93,3 +93,16 @@ class TestStagedSamplingOnTheEmbeddedModel:
         with pytest.raises(ConfigError) as err:
             embedded.sample_sync(Q, params)
         assert err.value.field == "stages"
+
+    def test_an_end_string_that_ends_inside_a_token_is_kept_and_the_next_stage_continues_after_it(
+        self, embedded
+    ):
+        # "Th" ends inside the token "This": the text keeps "Th", the cache is given the tokens of
+        # "Th" in place of "This", and the next stage goes on from there.
+        think = Stage(name="think", temperature=0.0, max_tokens=30, start="<think>\n", end=("Th",))
+        answer = Stage(name="answer", temperature=0.0, max_tokens=4)
+        [cand] = embedded.sample_sync(Q, SamplingParams(seed=1, stages=(think, answer)))
+        first, second = cand.stages
+        assert first.finish_reason == "stop" and first.text.endswith("Th")
+        assert not second.text.startswith("is")  # not "This" again: it continues "Th..."
+        assert cand.text == first.text + second.text
