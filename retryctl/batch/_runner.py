@@ -50,6 +50,7 @@ from tenacity import wait_exponential
 
 from retryctl._turn import Ticket, Turn, yielding
 from retryctl.batch._files import ResultsFile, Task
+from retryctl.batch._jobs import GraphJob, run_on_executor
 from retryctl.batch._loader import Invocable
 from retryctl.batch._outcome import BatchBreaker, error_line, infrastructure_failure, result_line
 from retryctl.controller import (
@@ -68,7 +69,8 @@ from retryctl.telemetry import Tracing, names
 from retryctl.telemetry._provider import check_tracer_provider
 
 if TYPE_CHECKING:
-    pass
+    from retryctl.audit import DecisionLog
+    from retryctl.batch._executor import Executor
 
 __all__ = ["BatchConfig", "BatchOutcome", "run_batch"]
 
@@ -131,7 +133,7 @@ class BatchOutcome:
 
 
 async def run_batch(
-    graph: Invocable,
+    graph: Invocable | GraphJob,
     tasks: Sequence[Task],
     results: ResultsFile,
     *,
@@ -140,12 +142,31 @@ async def run_batch(
     asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     tracer_provider: Any = None,
+    executor: Executor | None = None,
+    log: DecisionLog | None = None,
 ) -> BatchOutcome:
     """Run ``graph`` on every task, appending each result to ``results`` as it finishes.
 
     ``tracer_provider``: the OpenTelemetry provider of the batch's spans (``None``: the application's
     global one, if set; :mod:`retryctl.telemetry`): one ``retryctl.batch`` span, a ``retryctl.task
-    <id>`` child per task, in which the graph's own spans (its steps' attempts, its tool calls) nest."""
+    <id>`` child per task, in which the graph's own spans (its steps' attempts, its tool calls) nest.
+
+    ``executor``: run the tasks on its workers instead (a :class:`~retryctl.batch.RayExecutor`, see
+    :mod:`retryctl.batch._executor`); ``graph`` is then a :class:`~retryctl.batch.GraphJob` each worker
+    builds once, ``log`` the driver's decision log (the workers' records are appended to it), and
+    ``config.concurrency`` is not used (the executor's ``max_in_flight`` bounds the tasks out)."""
+    if executor is not None or isinstance(graph, GraphJob):
+        if executor is None or not isinstance(graph, GraphJob):
+            raise ConfigError(
+                field="executor",
+                value=executor,
+                problem="an executor runs a GraphJob (a graph by name), and a GraphJob needs an executor",
+            )
+        return await run_on_executor(
+            graph, tasks, results, executor=executor, config=config, log=log, on_done=on_done
+        )
+    if log is not None:
+        raise ConfigError(field="log", value=log, problem="in one process the graph's factory takes the log")
     tracing = Tracing(check_tracer_provider(tracer_provider))
     with tracing.span(names.SPAN_BATCH, {names.BATCH_TASKS: len(tasks)}):
         return await _run_all(
