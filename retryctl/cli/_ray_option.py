@@ -30,7 +30,7 @@ RayOption = Annotated[
     typer.Option(
         "--ray",
         metavar="ADDRESS",
-        help="Run the tasks on a Ray cluster (retryctl[ray]): 'local' starts one for the run, 'auto' "
+        help="Run the tasks on a Ray cluster (the ray extra): 'local' starts one for the run, 'auto' "
         "joins the one started here, HOST:PORT connects to one. This process stays the only writer of "
         "results and the decision log.",
         show_default=False,
