@@ -20,11 +20,11 @@ from retryctl.batch._executor import Done, Executor, drive
 from retryctl.batch._files import ResultsFile, Task
 from retryctl.batch._loader import load_graph
 from retryctl.batch._outcome import BatchBreaker, error_line
+from retryctl.batch._task import BatchConfig, BatchOutcome, invoker, run_task
 
 if TYPE_CHECKING:
     from retryctl.audit import DecisionLog
     from retryctl.audit._capture import CapturedLog
-    from retryctl.batch._runner import BatchConfig, BatchOutcome
 
 __all__ = ["GraphJob", "run_on_executor"]
 
@@ -45,18 +45,14 @@ class GraphJob:
 
     def build(self, log: CapturedLog | None) -> Any:
         """The graph's invoke, with ``durability="sync"`` where it checkpoints."""
-        from retryctl.batch._runner import _invoker
-
         kwargs = dict(self.factory_kwargs)
         if log is not None:
             kwargs["log"] = log
-        return _invoker(load_graph(self.spec, **kwargs))
+        return invoker(load_graph(self.spec, **kwargs))
 
     async def run(self, built: Any, task: Task) -> dict[str, Any]:
         """One task, as in one process: retries on infrastructure failure, then its line."""
-        from retryctl.batch._runner import BatchConfig, _run_task
-
-        return await _run_task(built, task, self.config or BatchConfig(), asyncio.sleep, time.monotonic)
+        return await run_task(built, task, self.config or BatchConfig(), asyncio.sleep, time.monotonic)
 
     def failed(self, task: Task, exc: BaseException) -> dict[str, Any]:
         """An error line: the worker kept dying (``--resume`` runs the task again)."""
@@ -76,8 +72,6 @@ async def run_on_executor(
     """The batch on ``executor``: each finished task's records appended to ``log``, then its line to
     ``results`` (with ``config.line_fields`` and the ``node`` it ran on), once per task id."""
     from dataclasses import replace
-
-    from retryctl.batch._runner import BatchOutcome
 
     job = replace(job, config=config, logs=log is not None)
     outcome = BatchOutcome()
