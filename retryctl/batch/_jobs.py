@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from retryctl._turn import Turn
 from retryctl.batch._executor import Done, Executor, drive
 from retryctl.batch._files import ResultsFile, Task
 from retryctl.batch._loader import load_graph
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
     from retryctl.audit._capture import CapturedLog
 
 __all__ = ["GraphJob", "run_on_executor"]
+
+
+@dataclass
+class _Built:
+    """What a worker built of a :class:`GraphJob`: the graph's invoke, and the turn its tasks share."""
+
+    invoke: Any
+    turn: Turn | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,16 +52,24 @@ class GraphJob:
     logs: bool = False
     """Whether the factory takes ``log=`` (the worker then passes a captured log, the driver appends)."""
 
-    def build(self, log: CapturedLog | None) -> Any:
+    def build(self, log: CapturedLog | None) -> _Built:
         """The graph's invoke, with ``durability="sync"`` where it checkpoints."""
         kwargs = dict(self.factory_kwargs)
         if log is not None:
             kwargs["log"] = log
-        return invoker(load_graph(self.spec, **kwargs))
+        return _Built(invoke=invoker(load_graph(self.spec, **kwargs)))
 
-    async def run(self, built: Any, task: Task) -> dict[str, Any]:
-        """One task, as in one process: retries on infrastructure failure, then its line."""
-        return await run_task(built, task, self.config or BatchConfig(), asyncio.sleep, time.monotonic)
+    async def run(self, built: _Built, task: Task) -> dict[str, Any]:
+        """One task, as in one process: retries on infrastructure failure, then its line. The worker's
+        tasks share its event loop through one :class:`~retryctl._turn.Turn`, as a batch's tasks do in
+        one process (``config.turn``; the reason is :mod:`retryctl._turn`'s)."""
+        config = self.config or BatchConfig()
+        if not config.turn:
+            return await run_task(built.invoke, task, config, asyncio.sleep, time.monotonic)
+        if built.turn is None:  # made on the worker's running loop, at its first task
+            built.turn = Turn()
+        async with built.turn.hold():
+            return await run_task(built.invoke, task, config, asyncio.sleep, time.monotonic)
 
     def failed(self, task: Task, exc: BaseException) -> dict[str, Any]:
         """An error line: the worker kept dying (``--resume`` runs the task again)."""
