@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from retryctl._turn import Turn
 from retryctl.batch._executor import Done, Executor, drive
 from retryctl.batch._files import ResultsFile, Task
-from retryctl.batch._loader import load_graph
+from retryctl.batch._loader import _resolve, load_graph
 from retryctl.batch._outcome import BatchBreaker, error_line
 from retryctl.batch._task import BatchConfig, BatchOutcome, invoker, run_task
 
@@ -90,6 +90,7 @@ async def run_on_executor(
     ``results`` (with ``config.line_fields`` and the ``node`` it ran on), once per task id."""
     from dataclasses import replace
 
+    _resolve(job.spec)  # a misspelt --graph is named here, before a cluster starts
     job = replace(job, config=config, logs=log is not None)
     outcome = BatchOutcome()
     breaker = BatchBreaker(config.breaker_k)

@@ -162,7 +162,15 @@ class RayExecutor:
         self._actors = [actor.remote(job) for _ in range(workers)]
         self._load = [0] * workers
         # Wait until every actor has built its job: a factory that fails, fails here, once.
-        await asyncio.gather(*(asyncio.wrap_future(a.where.remote().future()) for a in self._actors))
+        try:
+            await asyncio.gather(*(asyncio.wrap_future(a.where.remote().future()) for a in self._actors))
+        except Exception as exc:
+            await self.close()
+            first = next(iter(str(exc).strip().splitlines()[-1:]), type(exc).__name__)
+            problem = f"a worker could not build it: {first}"
+            raise ConfigError(
+                field="job", value=getattr(job, "spec", type(job).__name__), problem=problem
+            ) from exc
 
     def submit(self, task: Task) -> None:
         """Send ``task`` to the least-loaded actor not known to be down."""

@@ -14,8 +14,8 @@ import json
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -415,6 +415,16 @@ def batch(
         raise typer.Exit(_ERRORS_EXIT)
 
 
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A ``ConfigError`` raised while the batch starts (under ``--ray``, a worker that cannot build the
+    graph) exits 2 naming it, as one raised before."""
+    try:
+        yield
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Run:
     """How the pending tasks run: in this process, or on ``executor``'s workers (``--ray``)."""
@@ -494,7 +504,7 @@ async def _run(
         if not live:
             console.print(f"[{counter[0]}/{total}] {text}", markup=False, highlight=False, soft_wrap=True)
 
-    with progress:
+    with progress, _usage_errors():
         return await run_batch(
             graph,
             pending,

@@ -52,3 +52,17 @@ class TestRayOption:
         assert result.exit_code == 2, result.output
         assert f"retryctl {command} --ray needs the 'ray' extra" in result.output
         assert not (tmp_path / "r.jsonl").exists() or (tmp_path / "r.jsonl").stat().st_size == 0
+
+    def test_a_misspelt_graph_is_named_before_a_cluster_starts(self, tmp_path: Path) -> None:
+        tasks = _tasks(tmp_path / "t.jsonl")
+        args = [
+            "batch",
+            str(tasks),
+            "--out",
+            str(tmp_path / "r.jsonl"),
+            "--graph",
+            "tests.batch._graphs:nope",
+        ]
+        result = runner.invoke(app, [*args, "--ray", "127.0.0.1:1"])  # nothing listens there
+        assert result.exit_code == 2, result.output
+        assert "has no attribute 'nope'" in result.output
