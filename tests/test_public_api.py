@@ -209,7 +209,8 @@ BATCH = {
 }  # fmt: skip
 
 RECORD = {
-    "BankJob", "EXTRACTIONS", "Extraction", "RecordPlan", "bank_line", "record_bank", "recorded_ids", "sampling_of",
+    "BankJob", "EXTRACTIONS", "Extraction", "RecordPlan", "bank_line", "record_bank", "recorded_ids",
+    "sampling_of",
 }  # fmt: skip
 
 REPLAY = {
