@@ -38,7 +38,7 @@ from retryctl.batch._files import Task
 if TYPE_CHECKING:
     from retryctl.audit._capture import CapturedLog
 
-__all__ = ["Done", "DriveOutcome", "Executor", "InProcessExecutor", "Job", "drive"]
+__all__ = ["Done", "DriveOutcome", "Executor", "InProcessExecutor", "Job", "Reusing", "drive"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,3 +214,39 @@ class InProcessExecutor:
         self._running.clear()
         if self._log is not None:
             self._log.close()
+
+
+class Reusing:
+    """``executor`` for several jobs in a row (``eval``'s agent, then its baselines): closing it after a
+    job only releases the workers (``executor.release()``, where it has one: a cluster started for the
+    run stays up); the caller closes ``executor`` itself at the end."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        """The executor shared by the jobs."""
+
+    @property
+    def max_in_flight(self) -> int:
+        """The shared executor's bound."""
+        return self.executor.max_in_flight
+
+    @max_in_flight.setter
+    def max_in_flight(self, value: int) -> None:
+        self.executor.max_in_flight = value
+
+    async def start(self, job: Job) -> None:
+        """Start ``job`` on the shared executor."""
+        await self.executor.start(job)
+
+    def submit(self, task: Task) -> None:
+        """Submit to the shared executor."""
+        self.executor.submit(task)
+
+    async def next_done(self) -> Done:
+        """The shared executor's next finished task."""
+        return await self.executor.next_done()
+
+    async def close(self) -> None:
+        """Release the job's workers, keeping what the next job reuses."""
+        release = getattr(self.executor, "release", None)
+        await (release() if release is not None else self.executor.close())

@@ -203,19 +203,26 @@ class RayExecutor:
                 continue
             return Done(task_id=task.id, line=self._job.failed(task, exc))
 
-    async def close(self) -> None:
-        """Stop the actors, and the cluster if it was started (or connected to) for the run."""
+    async def release(self) -> None:
+        """Stop the actors and keep the cluster: the next :meth:`start` (another job) reuses it."""
         for future in self._out:
             future.cancel()
         self._out.clear()
-        if not self._actors and not self._started_ray:
+        self._down.clear()
+        if not self._actors:
             return
         import ray
 
         for actor in self._actors:
             ray.kill(actor)
         self._actors = []
+
+    async def close(self) -> None:
+        """Stop the actors, and the cluster if it was started (or connected to) for the run."""
+        await self.release()
         if self._started_ray:
+            import ray
+
             ray.shutdown()
             self._started_ray = False
 

@@ -34,7 +34,7 @@ from retryctl.batch import (
     read_results,
     run_batch,
 )
-from retryctl.batch._executor import Done, drive
+from retryctl.batch._executor import Done, Reusing, drive
 from retryctl.controller import Policy
 from retryctl.evals._baselines import baseline_line
 from retryctl.models import ModelBackend
@@ -175,7 +175,26 @@ async def _run_on(
     on_done: Callable[[str, dict[str, Any]], None] | None,
     model: tuple[str | None, str | None],
 ) -> None:
-    """The agent, then the baselines, on ``executor``'s workers; this process writes the files."""
+    """The agent, then the baselines, on ``executor``'s workers (one cluster for both); this process
+    writes the files."""
+    try:
+        await _parts_on(
+            tasks, out_dir, Reusing(executor), policy=policy, plan=plan, on_done=on_done, model=model
+        )
+    finally:
+        await executor.close()
+
+
+async def _parts_on(
+    tasks: Sequence[Task],
+    out_dir: Path,
+    executor: Executor,
+    *,
+    policy: Policy,
+    plan: EvalPlan,
+    on_done: Callable[[str, dict[str, Any]], None] | None,
+    model: tuple[str | None, str | None],
+) -> None:
     os.makedirs(out_dir, exist_ok=True)
     agent_path, baselines_path = out_dir / AGENT_FILE, out_dir / BASELINES_FILE
     base_url, model_name = model

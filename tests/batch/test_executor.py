@@ -28,7 +28,7 @@ from retryctl.batch import (
     read_results,
     run_batch,
 )
-from retryctl.batch._executor import drive
+from retryctl.batch._executor import Reusing, drive
 from retryctl.exceptions import ConfigError
 from tests.batch import _graphs
 
@@ -228,3 +228,29 @@ class TestMisuse:
         with DecisionLog(tmp_path / "l.jsonl") as log, pytest.raises(ConfigError) as caught:
             log.append_record({"kind": "repair", "schema": 1})
         assert caught.value.field == "kind"
+
+
+class TestReusing:
+    def test_jobs_in_a_row_release_the_workers_and_leave_closing_to_the_caller(self, tmp_path: Path) -> None:
+        class Releasable(Scripted):
+            released = 0
+
+            async def release(self) -> None:
+                self.released += 1
+
+        inner = Releasable(max_in_flight=2)
+        reused = Reusing(inner)
+        written: list[str] = []
+
+        def accept(task: Task, _done: Done) -> bool:
+            written.append(task.id)
+            return False
+
+        async def two_jobs() -> None:
+            for batch in (_tasks("add 1 1"), _tasks("add 2 2", "add 3 3")):
+                await drive(reused, GraphJob(spec=GRAPH), batch, accept=accept)
+
+        asyncio.run(two_jobs())
+        assert written == ["t0", "t0", "t1"]
+        assert (inner.released, inner.closed) == (2, False)
+        assert reused.max_in_flight == 2
