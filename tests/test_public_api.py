@@ -202,13 +202,15 @@ SANDBOX = {
 }  # fmt: skip
 
 BATCH = {
-    "BatchBreaker", "BatchConfig", "BatchOutcome", "DEFAULT_GRAPH", "Invocable", "ResultsFile",
-    "ResultsState", "Task", "TaskFormatError", "at_max_budget", "load_graph", "load_tasks", "read_results",
-    "run_batch", "summarise_results",
+    "BatchBreaker", "BatchConfig", "BatchOutcome", "DEFAULT_GRAPH", "Done", "Executor", "GraphJob",
+    "InProcessExecutor", "Invocable", "Job", "RayExecutor", "ResultsFile", "ResultsState", "Task",
+    "TaskFormatError", "at_max_budget", "load_graph", "load_tasks", "read_results", "run_batch",
+    "summarise_results",
 }  # fmt: skip
 
 RECORD = {
-    "EXTRACTIONS", "Extraction", "RecordPlan", "bank_line", "record_bank", "recorded_ids", "sampling_of",
+    "BankJob", "EXTRACTIONS", "Extraction", "RecordPlan", "bank_line", "record_bank", "recorded_ids",
+    "sampling_of",
 }  # fmt: skip
 
 REPLAY = {

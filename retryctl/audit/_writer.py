@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -129,7 +129,7 @@ class DecisionLog:
         # The timestamp of a record written without the pipeline (and of a repair): the stamper's
         # own text, read without a dict and a processor call when it is structlog's.
         self._now: Callable[[], str] = utc_now_iso if clock is None else self._stamped_now
-        self._sink = ChainSink(os.fspath(path), fsync=fsync, repair=repair, now=self._now)
+        self._sink = self._open_sink(os.fspath(path), fsync=fsync, repair=repair)
         # With no processor of yours, nothing can change a verdict's body between the verdict and the
         # model check, so a body built and checked without pydantic may go straight to the sink.
         self._direct = not processors
@@ -151,6 +151,10 @@ class DecisionLog:
             context_class=dict,
             cache_logger_on_first_use=True,
         ).bind()
+
+    def _open_sink(self, path: str, *, fsync: bool, repair: bool) -> ChainSink:
+        # A seam for a log kept in memory (retryctl.audit._capture: a batch worker's records).
+        return ChainSink(path, fsync=fsync, repair=repair, now=self._now)
 
     @property
     def path(self) -> str:
@@ -287,6 +291,24 @@ class DecisionLog:
             extra=extra,
         )
         return self._emit("summary", fields)
+
+    def append_record(self, record: Mapping[str, Any]) -> str:
+        """Chain one record made by another writer onto this log; return its new ``hash``.
+
+        The record (a ``verdict`` or ``summary``, as a batch worker's captured log holds it) is checked
+        against its model and written with this log's ``prev_hash``; a ``prev_hash``/``hash`` it carries
+        from elsewhere is dropped. What the record says (``ts``, ``run_id``...) is kept as it was made.
+        """
+        body = {k: v for k, v in record.items() if k not in ("prev_hash", "hash")}
+        kind = body.get("kind")
+        if kind not in _PIPELINE_KINDS:
+            raise ConfigError(
+                field="kind", value=kind, problem="only verdict and summary records are appended"
+            )
+        model = BODY_MODELS[kind].model_validate(body)
+        if model.model_extra:
+            _EXTRA_KEYS.validate_python(model.model_extra)
+        return str(self._sink.msg(model.model_dump(mode="json", by_alias=True), validated=True)["hash"])
 
     def close(self) -> None:
         """Close the file. Idempotent."""

@@ -13,8 +13,9 @@ import asyncio
 import json
 import os
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -31,6 +32,7 @@ from retryctl.batch import (
     DEFAULT_GRAPH,
     BatchConfig,
     BatchOutcome,
+    GraphJob,
     Invocable,
     ResultsFile,
     Task,
@@ -45,10 +47,12 @@ from retryctl.cli._console import grade_mark
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._ray_option import RayOption, node_counts, ray_executor
 from retryctl.cli._token_log_option import Keep, TokenLogMaxOption, TokenLogOption, token_log_of
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
 
 if TYPE_CHECKING:
+    from retryctl.batch._ray import RayExecutor
     from retryctl.controller import Policy
     from retryctl.evals._choice import CalibrationChoice
 
@@ -328,6 +332,7 @@ def batch(
     ] = None,
     token_log: TokenLogOption = None,
     token_log_max: TokenLogMaxOption = None,
+    ray: RayOption = None,
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
@@ -342,6 +347,12 @@ def batch(
     elif pending and graph_spec == DEFAULT_GRAPH:
         require_extra("openai", "retryctl batch --base-url")
     _check_checkpoints(checkpoints, resume=resume)
+    executor = ray_executor(
+        ray if pending else None,
+        per_worker=concurrency,
+        command="retryctl batch",
+        refused={"--checkpoints": checkpoints},
+    )
     try:
         config = BatchConfig(
             concurrency=concurrency,
@@ -359,13 +370,10 @@ def batch(
         factory_kwargs["policy"] = policy
         console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     decision_log = _open_log(log, console, resume=resume) if pending and log is not None else None
-    if decision_log is not None:
-        factory_kwargs["log"] = decision_log
     graph = _GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
+    run = _Run(config=config, console=console, executor=executor, log=decision_log)
     try:
-        outcome = asyncio.run(
-            _session(graph, tasks=tasks, pending=pending, out=out, config=config, console=console)
-        )
+        outcome = asyncio.run(_session(graph, tasks=tasks, pending=pending, out=out, run=run))
     except KeyboardInterrupt:
         finished = len(read_results(out).finished)
         interrupted(
@@ -407,18 +415,42 @@ def batch(
         raise typer.Exit(_ERRORS_EXIT)
 
 
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A ``ConfigError`` raised while the batch starts (under ``--ray``, a worker that cannot build the
+    graph) exits 2 naming it, as one raised before."""
+    try:
+        yield
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Run:
+    """How the pending tasks run: in this process, or on ``executor``'s workers (``--ray``)."""
+
+    config: BatchConfig
+    console: Console
+    executor: RayExecutor | None = None
+    log: DecisionLog | None = None
+
+
 async def _session(
-    graph_spec: _GraphSpec,
-    *,
-    tasks: list[Task],
-    pending: list[Task],
-    out: Path,
-    config: BatchConfig,
-    console: Console,
+    graph_spec: _GraphSpec, *, tasks: list[Task], pending: list[Task], out: Path, run: _Run
 ) -> BatchOutcome | None:
     """Load the graph (when a task is pending), open the results file, run the pending tasks."""
+    console = run.console
     async with AsyncExitStack() as stack:
-        graph = await stack.enter_async_context(_graph(graph_spec)) if pending else None
+        graph: Invocable | GraphJob | None = None
+        if pending and run.executor is not None:  # each worker builds it
+            graph = GraphJob(spec=graph_spec.spec, factory_kwargs=graph_spec.factory_kwargs)
+        elif pending:
+            if run.log is not None:  # the graph writes it (under --ray, the driver does)
+                kwargs = {**graph_spec.factory_kwargs, "log": run.log}
+                graph_spec = _GraphSpec(
+                    spec=graph_spec.spec, factory_kwargs=kwargs, checkpoints=graph_spec.checkpoints
+                )
+            graph = await stack.enter_async_context(_graph(graph_spec))
         results = ResultsFile(out)
         stack.callback(results.close)
         if results.cut_bytes:
@@ -434,19 +466,19 @@ async def _session(
             )
         if graph is None:
             return None
-        return await _run(graph, pending, results, config, console, done=skipped, total=len(tasks))
+        return await _run(graph, pending, results, run, done=skipped, total=len(tasks))
 
 
 async def _run(
-    graph: Invocable,
+    graph: Invocable | GraphJob,
     pending: list[Task],
     results: ResultsFile,
-    config: BatchConfig,
-    console: Console,
+    run: _Run,
     *,
     done: int,
     total: int,
 ) -> BatchOutcome:
+    console = run.console
     # On a terminal a live bar; elsewhere (CI, a pipe) one line per finished task, which logs well.
     live = console.is_terminal
     progress = Progress(
@@ -460,13 +492,25 @@ async def _run(
     )
     bar = progress.add_task("batch", total=total, completed=done, last="")
     counter = [done]
+    nodes: Counter[str] = Counter()
 
     def on_done(line: dict[str, Any]) -> None:
         counter[0] += 1
         text = _describe(line)
-        progress.update(bar, advance=1, last=text[:60])
+        if "node" in line:  # under --ray: where the tasks ran, per node
+            nodes[str(line["node"])] += 1
+            text = f"[{node_counts(nodes)}] {text}"
+        progress.update(bar, advance=1, last=text[: 60 if not nodes else 120])
         if not live:
             console.print(f"[{counter[0]}/{total}] {text}", markup=False, highlight=False, soft_wrap=True)
 
-    with progress:
-        return await run_batch(graph, pending, results, config=config, on_done=on_done)
+    with progress, _usage_errors():
+        return await run_batch(
+            graph,
+            pending,
+            results,
+            config=run.config,
+            on_done=on_done,
+            executor=run.executor,
+            log=run.log if run.executor is not None else None,  # else the graph holds it
+        )

@@ -18,6 +18,7 @@ from retryctl._scores import FIGURES, LABELS, cell
 from retryctl.cli._console import grade_mark, table_console
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._ray_option import RayOption, ray_executor
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def eval_(
     html: Annotated[
         Path | None, typer.Option("--html", help="Write a page with the reliability diagram.")
     ] = None,
+    ray: RayOption = None,
 ) -> None:
     """Run the demo agent beside its baselines on graded tasks: accuracy, coverage, precision, ECE, AUROC."""
     from retryctl.agent._graph import demo_model
@@ -159,8 +161,11 @@ def eval_(
         calibration=choice.label,
     )
     ids = {t.id for t in tasks}
+    executor = ray_executor(ray, per_worker=concurrency, command="retryctl eval")
+    # Under --ray the workers build the model from where it is (base_url, model_name) themselves.
+    remote: dict[str, Any] = {"executor": executor, "base_url": base_url, "model_name": model_name}
     try:
-        asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done))
+        asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done, **remote))
     except KeyboardInterrupt:
         kept = ", ".join(
             f"{len(ids & set(read_results(out / name).finished))} of {len(ids)} in {name}"

@@ -18,6 +18,7 @@ from rich.table import Table
 from retryctl._paths import PathError, check_input, check_output
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._ray_option import RayOption, ray_executor
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
@@ -86,7 +87,14 @@ def _check_resume(out: Path, plan: RecordPlan) -> set[str]:
 
 
 def _record_with_progress(
-    tasks: list[Task], backend: ModelBackend, out: Path, plan: RecordPlan, *, label: str, done: set[str]
+    tasks: list[Task],
+    backend: ModelBackend,
+    out: Path,
+    plan: RecordPlan,
+    *,
+    label: str,
+    done: set[str],
+    remote: dict[str, Any] | None = None,
 ) -> int:
     """Record the tasks whose ids are not in ``done`` (what :func:`_check_resume` read), with a bar."""
     from retryctl.record import record_bank
@@ -98,7 +106,13 @@ def _record_with_progress(
         bar = progress.add_task(label, total=len(tasks), completed=len(tasks) - len(todo))
         written = asyncio.run(
             record_bank(
-                todo, backend, os.fspath(out), plan, recorded=done, on_done=lambda *_: progress.advance(bar)
+                todo,
+                backend,
+                os.fspath(out),
+                plan,
+                recorded=done,
+                on_done=lambda *_: progress.advance(bar),
+                **(remote or {}),
             )
         )
     return written
@@ -184,6 +198,7 @@ def record(
     concurrency: _Concurrency = 1,
     base_url: _BaseUrl = None,
     model_name: _ModelName = None,
+    ray: RayOption = None,
 ) -> None:
     """Record a sample bank: K samples per task with token logprobs, counts, finish reasons, latency."""
     tasks = _tasks(tasks_path)
@@ -205,8 +220,12 @@ def record(
     done = _check_resume(out, plan)
     had = len(done)
     backend = _backend(base_url, model_name, "record")
+    executor = ray_executor(ray, per_worker=concurrency, command="retryctl record")
+    # Under --ray the workers build the model from where it is.
+    remote = {"executor": executor, "base_url": base_url, "model_name": model_name} if executor else None
+    label = f"recording {out.name}"
     try:
-        written = _record_with_progress(tasks, backend, out, plan, label=f"recording {out.name}", done=done)
+        written = _record_with_progress(tasks, backend, out, plan, label=label, done=done, remote=remote)
     except KeyboardInterrupt:
         interrupted(
             f"{_recorded(out)} of {len(tasks)} tasks recorded and kept in {os.fspath(out)}",

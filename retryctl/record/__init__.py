@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from retryctl.record._record import (
     EXTRACTIONS,
+    BankJob,
     Extraction,
     RecordPlan,
     bank_line,
@@ -15,6 +16,7 @@ from retryctl.record._record import (
 
 __all__ = [
     "EXTRACTIONS",
+    "BankJob",
     "Extraction",
     "RecordPlan",
     "bank_line",

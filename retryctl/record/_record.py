@@ -2,7 +2,9 @@
 
 Each task becomes one bank line (the format :mod:`retryctl.banks` reads), written whole when the
 task's samples are all in, so a stopped recording loses at most the tasks in flight and a rerun with
-the same file records only the tasks it lacks. A sample keeps its text, the answer extracted from it,
+the same file records only the tasks it lacks. With an ``executor`` (``retryctl record --ray``) the
+tasks are drawn on its workers (:class:`BankJob`: each builds the model once, from its address or the
+embedded one) and this process writes the bank. A sample keeps its text, the answer extracted from it,
 per-token logprobs and (where the backend gives them) the top alternatives at each token, the
 per-token diagnostics a decision log keeps under the same names (``token_text``, ``token_entropy``
 with ``entropy_kind``, ``token_top3``), its token count, finish reason, latency and seed.
@@ -17,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from retryctl._answers import default_equivalence, number_equivalence
-from retryctl.batch import Task
+from retryctl.batch import Executor, Task
+from retryctl.batch._executor import Done, drive
 from retryctl.batch._files import BANK_LINES, ResultsFile, read_results
+from retryctl.exceptions import RuntimeFailure
 from retryctl.models import Candidate, ModelBackend, SamplingParams
 from retryctl.models._token_stats import token_stats
 
 __all__ = [
     "EXTRACTIONS",
+    "BankJob",
     "Extraction",
     "RecordPlan",
     "bank_line",
@@ -120,15 +125,23 @@ async def record_bank(
     *,
     recorded: Collection[str] | None = None,
     on_done: Callable[[Task, dict[str, Any], float], None] | None = None,
+    executor: Executor | None = None,
+    base_url: str | None = None,
+    model_name: str | None = None,
 ) -> int:
     """Append a bank line to ``out`` for every task it does not hold yet; returns how many were added.
 
     ``recorded`` is the ids ``out`` holds when the caller has read them already (else they are read
     here). ``on_done(task, line, seconds)`` is called after each line is written. A task whose gold
-    is missing is recorded with an empty gold: such a bank cannot be graded, only replayed.
+    is missing is recorded with an empty gold: such a bank cannot be graded, only replayed. With an
+    ``executor`` its workers draw (``backend`` is not used: each builds the model from ``base_url`` and
+    ``model_name``); a task whose worker kept failing gets no line and raises at the end.
     """
     held = recorded_ids(out) if recorded is None else recorded
     todo = [t for t in tasks if t.id not in held]
+    if executor is not None:
+        job = BankJob(plan=plan, base_url=base_url, model_name=model_name)
+        return await _record_on(executor, job, todo, out, on_done)
     messages_of = _messages(plan.system)
     bank = ResultsFile(out, kind=BANK_LINES)
     gate = asyncio.Semaphore(plan.concurrency)
@@ -160,3 +173,70 @@ def _messages(system: str | None) -> Callable[[Task], list[dict[str, str]]]:
         return [{"role": "system", "content": system}, user] if system else [user]
 
     return build
+
+
+@dataclass(frozen=True, kw_only=True)
+class BankJob:
+    """One task's bank line on a worker: the model built once per worker (``retryctl record --ray``)."""
+
+    plan: RecordPlan
+    """What to draw."""
+    base_url: str | None = None
+    """The OpenAI-compatible server (``None``: the embedded model)."""
+    model_name: str | None = None
+    """The model on that server."""
+    logs: bool = False
+    """A recording writes no decision log."""
+
+    def build(self, log: Any) -> ModelBackend:
+        """The model, once per worker."""
+        from retryctl.agent._graph import demo_model
+
+        return demo_model(self.base_url, self.model_name)
+
+    async def run(self, backend: ModelBackend, task: Task) -> dict[str, Any]:
+        """The task's bank line, with how long it took (``elapsed_s``, read off by the driver)."""
+        started = time.perf_counter()
+        messages = _messages(self.plan.system)(task)
+        candidates = await backend.sample(messages, self.plan.params, k=self.plan.samples)
+        line = bank_line(task, candidates, self.plan, backend.name)
+        return {**line, "elapsed_s": time.perf_counter() - started}
+
+    def failed(self, task: Task, exc: BaseException) -> dict[str, Any]:
+        """Not written (a bank line is a whole task's samples): the next run draws it."""
+        return {"id": task.id, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+async def _record_on(
+    executor: Executor,
+    job: BankJob,
+    todo: Sequence[Task],
+    out: str,
+    on_done: Callable[[Task, dict[str, Any], float], None] | None,
+) -> int:
+    bank = ResultsFile(out, kind=BANK_LINES)
+    written = 0
+    failed: list[str] = []
+
+    def accept(task: Task, done: Done) -> bool:
+        nonlocal written
+        line = dict(done.line)
+        if "error" in line:
+            failed.append(f"{task.id}: {line['error']}")
+            return False
+        seconds = float(line.pop("elapsed_s", 0.0))
+        bank.append(line)
+        written += 1
+        if on_done is not None:
+            on_done(task, line, seconds)
+        return False
+
+    try:
+        await drive(executor, job, todo, accept=accept)
+    finally:
+        bank.close()
+    if failed:
+        raise RuntimeFailure(
+            f"{len(failed)} task(s) not recorded (run again to draw them); the first: {failed[0]}"
+        )
+    return written
