@@ -4,6 +4,7 @@
     cluster.start()
     ... retryctl batch TASKS --ray cluster.address ...
     cluster.kill_workers(1)              # the second node's worker processes, SIGKILL
+    cluster.kill_node(1)                 # every process of the second node, SIGKILL
     cluster.stop()                       # every process it started, and nothing else
 
 Each node is one ``ray start`` (``--head`` for the first, ``--address`` for the others) with
@@ -186,6 +187,17 @@ class RayCluster:
         killed = [p for p in self.processes(index) if p.is_worker]
         for proc in killed:
             with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+                os.kill(proc.pid, signal.SIGKILL)
+        return killed
+
+    def kill_node(self, index: int) -> list[NodeProcess]:
+        """SIGKILL every process of node ``index`` (raylet, agents, workers), as a lost machine; not the
+        head's (``index`` 0: the cluster's GCS lives there)."""
+        if index == 0:
+            raise ValueError("the head holds the cluster's GCS: killing it ends the cluster")
+        killed = self.processes(index)
+        for proc in killed:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
         return killed
 

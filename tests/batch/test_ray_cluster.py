@@ -196,3 +196,36 @@ class TestDriverKilledMidBatch:
         assert verify_log(log).ok
         assert {getattr(r, "run_id", None) for r in read_records(log)} >= set(ids)
         assert _audit(log)["ok"] is True
+
+
+class TestNodeKilledMidBatch:
+    """Last in the module: the second node stays dead."""
+
+    def test_every_task_once_on_the_surviving_node(
+        self, tmp_path: Path, cluster: RayCluster, upstream: str
+    ) -> None:
+        ids = _tasks(tmp_path / "tasks.jsonl", 40)
+        out, log = tmp_path / "results.jsonl", tmp_path / "decisions.jsonl"
+        head, second = (node[:8] for node in cluster.node_ids)
+        proc = _start(_batch(tmp_path / "tasks.jsonl", out, log, cluster, upstream), cluster)
+        try:
+            seen = _until(proc, lambda done, nodes: nodes.get(second, 0) >= 2 and done <= len(ids) // 2)
+            killed = cluster.kill_node(1)
+            stdout, stderr = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        assert proc.returncode == 0, "".join(seen) + stderr + cluster.log_tail()
+        assert any(p.argv and p.argv[0].endswith("raylet") for p in killed)
+        assert not cluster.processes(1)
+
+        lines = _lines(out)
+        assert Counter(line["id"] for line in lines) == Counter(ids)
+        assert {line["status"] for line in lines} == {"accepted"}
+        assert {line["node"] for line in lines} == {head, second}
+        summary = json.loads(stdout)
+        assert (summary["tasks"], summary["finished"], summary["errors"]) == (len(ids), len(ids), 0)
+        assert verify_log(log).ok
+        assert {getattr(r, "run_id", None) for r in read_records(log)} == set(ids)
+        assert _audit(log)["ok"] is True
