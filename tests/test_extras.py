@@ -105,8 +105,22 @@ class TestMissingExtra:
                 "fitting a calibration",
                 "calibration",
             ),
+            (
+                "import asyncio\nfrom retryctl.batch import GraphJob, RayExecutor\n"
+                "asyncio.run(RayExecutor().start(GraphJob(spec='tests.batch._graphs:build')))",
+                ("ray",),
+                "--ray (retryctl.batch.RayExecutor)",
+                "ray",
+            ),
         ],
-        ids=["openai-backend", "gateway-starlette", "gateway-aiohttp", "gateway-openai", "calibration-fit"],
+        ids=[
+            "openai-backend",
+            "gateway-starlette",
+            "gateway-aiohttp",
+            "gateway-openai",
+            "calibration-fit",
+            "ray-executor",
+        ],
     )
     def test_the_error_names_the_extra(self, code: str, refused: tuple[str, ...], feature: str, extra: str):
         done = run_python(
@@ -124,6 +138,21 @@ class TestMissingExtra:
         assert done.stdout.strip() == (
             f"{extra}|{refused[0]}|{feature} needs the {extra!r} extra: pip install 'retryctl[{extra}]'"
         )
+
+    def test_ray_is_imported_only_when_a_ray_run_starts(self) -> None:
+        # Every module of the --ray seam, and an executor made but not started, without ray itself.
+        done = run_python(
+            """
+            import sys
+            import retryctl.batch, retryctl.record, retryctl.evals._run
+            import retryctl.cli._batch, retryctl.cli._eval, retryctl.cli._record, retryctl.cli._ray_option
+            from retryctl.batch import RayExecutor
+            RayExecutor(address="127.0.0.1:1")
+            print("ray" in sys.modules)
+            """
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "False"
 
     def test_a_calibration_file_is_read_and_applied_without_scipy(self, tmp_path: Path) -> None:
         # `retryctl eval --calibration FILE` and Policy(calibration=...) need only the core.
