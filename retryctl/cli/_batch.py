@@ -507,5 +507,11 @@ async def _run(
 
     with progress:
         return await run_batch(
-            graph, pending, results, config=run.config, on_done=on_done, executor=run.executor, log=run.log
+            graph,
+            pending,
+            results,
+            config=run.config,
+            on_done=on_done,
+            executor=run.executor,
+            log=run.log if run.executor is not None else None,  # else the graph holds it
         )
