@@ -46,6 +46,10 @@ START_TIMEOUT_S = 180.0
 """A node's ``ray start`` on two busy cores takes 6-10 s; this only bounds a hung one."""
 
 
+_RAY_CLI = (sys.executable, "-c", "import sys, ray.scripts.scripts as s; sys.argv[0] = 'ray'; s.main()")
+"""The ``ray`` command of this interpreter's Ray (its console script's entry point), wherever that is."""
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (another process may take it before Ray binds it: rare)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -145,12 +149,11 @@ class RayCluster:
             ]
         else:
             role = [f"--address={self.address}"]
-        ray = Path(sys.executable).with_name("ray")
         output = self.root / f"start-{index}.log"
         with output.open("w") as out:
             # A new session: the node's processes keep its id, which is how stop() finds them.
             proc = subprocess.Popen(
-                [str(ray), "start", *role, *common],
+                [*_RAY_CLI, "start", *role, *common],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
