@@ -13,9 +13,10 @@ import asyncio
 import json
 import os
 import sqlite3
+import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -373,7 +374,9 @@ def batch(
     graph = _GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
     run = _Run(config=config, console=console, executor=executor, log=decision_log)
     try:
-        outcome = asyncio.run(_session(graph, tasks=tasks, pending=pending, out=out, run=run))
+        outcome = _run_session(
+            _session(graph, tasks=tasks, pending=pending, out=out, run=run), as_json=as_json
+        )
     except KeyboardInterrupt:
         finished = len(read_results(out).finished)
         interrupted(
@@ -433,6 +436,14 @@ class _Run:
     console: Console
     executor: RayExecutor | None = None
     log: DecisionLog | None = None
+
+
+def _run_session(session: Coroutine[Any, Any, BatchOutcome | None], *, as_json: bool) -> BatchOutcome | None:
+    """``asyncio.run(session)``; under ``--json`` with stdout sent to stderr while it runs, so that stdout
+    is the summary alone (Ray's driver prints its cluster's error messages, such as a task retried after
+    its worker died, to stdout from a thread of its own)."""
+    with redirect_stdout(sys.stderr) if as_json else nullcontext():
+        return asyncio.run(session)
 
 
 async def _session(
