@@ -229,7 +229,7 @@ AGENT = {
 }  # fmt: skip
 
 BANKS = {
-    "BankQuestion", "RecordedSample", "load_bank",
+    "BankQuestion", "RecordedSample", "RecordedStage", "load_bank",
 }  # fmt: skip
 
 EXCEPTIONS = {
