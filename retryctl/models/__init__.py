@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from retryctl.models._replay import ReplayBackend, random_order
     from retryctl.models._retry import RetrySettings
     from retryctl.models._scripted import ScriptedBackend, ScriptedCall, ScriptItem
+    from retryctl.models._stages import Stage, StageOutcome
     from retryctl.models._types import (
         Candidate,
         Constraint,
@@ -99,6 +100,8 @@ __all__ = [
     "ScriptedCall",
     "ServerCapabilities",
     "ServerFault",
+    "Stage",
+    "StageOutcome",
     "TerminalBackendError",
     "TokenLogprob",
     "ToolCall",
@@ -157,6 +160,7 @@ _MODULES = {
     **dict.fromkeys(("ReplayBackend", "random_order"), "_replay"),
     "RetrySettings": "_retry",
     **dict.fromkeys(("ScriptedBackend", "ScriptedCall", "ScriptItem"), "_scripted"),
+    **dict.fromkeys(("Stage", "StageOutcome"), "_stages"),
     **dict.fromkeys(
         (
             "Candidate",

@@ -177,8 +177,9 @@ class BackendBase(ABC):
 
     def output_limit(self, params: SamplingParams) -> int:
         """The most output tokens one candidate can have under ``params`` (what a draw reserves):
-        ``params.max_tokens``, which the built-in backends send with every call."""
-        return params.max_tokens
+        ``params.token_cap`` (``max_tokens``, or the stages' caps summed), which the built-in backends
+        send with every call."""
+        return params.token_cap
 
     @classmethod
     def _async_core(cls) -> bool:

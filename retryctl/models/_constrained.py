@@ -136,7 +136,7 @@ class ConstrainedBackend:
     def output_limit(self, params: SamplingParams) -> int:
         """The wrapped model's output limit (``params.max_tokens`` when it has none)."""
         limit: Callable[[SamplingParams], int] | None = getattr(self.model, "output_limit", None)
-        return limit(params) if limit is not None else params.max_tokens
+        return limit(params) if limit is not None else params.token_cap
 
     async def aclose(self) -> None:
         """Release the wrapped model's resources."""

@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
+from retryctl.exceptions import ConfigError
 from retryctl.models._base import BackendBase, check_k
 from retryctl.models._client_retries import without_client_retries
 from retryctl.models._errors import (
@@ -99,6 +100,18 @@ def _grammar_outcome(params: SamplingParams, kwargs: Mapping[str, Any]) -> tuple
         note = f"decoded under grammar {grammar.name!r} (strictness {grammar.strictness:.2f}) by the server"
         return grammar.name, note
     return None, f"grammar {grammar.name!r} not supported by this backend: checked after decoding"
+
+
+def _refuse_stages(params: SamplingParams) -> None:
+    if params.stages:
+        # A chat model's runnable takes messages and returns a whole reply: it cannot be told to go on
+        # from a partial assistant text, nor have its knobs changed between two parts of one answer.
+        raise ConfigError(
+            field="stages",
+            value=tuple(s.name for s in params.stages),
+            problem="a LangChain chat model cannot continue a partial answer; sample stages with "
+            "EmbeddedBackend or OpenAIBackend",
+        )
 
 
 def _text(content: Any) -> str:
@@ -191,6 +204,7 @@ class LangChainBackend(BackendBase):
         """The most output tokens one candidate can have under ``params``: the ``max_tokens`` the call
         passes (``to_kwargs``), else the model's own limit (``max_tokens``, ``max_output_tokens``,
         ``num_predict``...), else ``params.max_tokens``, a guess where the model sets none."""
+        _refuse_stages(params)
         sent = self.to_kwargs(params, None).get("max_tokens")
         if isinstance(sent, int) and not isinstance(sent, bool) and sent > 0:
             return sent
@@ -247,6 +261,7 @@ class LangChainBackend(BackendBase):
         """k concurrent calls; the first failure is raised once all have ended."""
         check_k(k)
         params = params or SamplingParams()
+        _refuse_stages(params)
         # LangChain messages go through untouched (their extra fields intact); dicts are checked first.
         lc_messages: list[BaseMessage] = [m for m in messages if isinstance(m, BaseMessage)]
         if not messages or len(lc_messages) != len(messages):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from retryctl.exceptions import ConfigError
 from retryctl.models._grammar import Grammar
+from retryctl.models._stages import Stage, StageOutcome, check_stages
 
 __all__ = [
     "CUT_WINDOW",
@@ -121,10 +122,15 @@ class SamplingParams:
     relaxation schedule lowers it after each failure, and a member with a ladder of grammars
     (:func:`~retryctl.models.rung_for`) decodes under the narrowest rung still allowed. Backends
     without a ladder ignore it."""
+    stages: tuple[Stage, ...] = ()
+    """Decode each sample in these stages (:class:`~retryctl.models.Stage`), one request per stage, each
+    continuing the text so far with the stage's own knobs over these; ``max_tokens`` then gives way to
+    the stages' caps (see :attr:`token_cap`), and ``stop`` applies to the last stage. ``()``: one request."""
 
     def __post_init__(self) -> None:
         # Sequences are accepted for convenience and frozen into tuples.
         object.__setattr__(self, "tools", tuple(ToolSpec.coerce(t) for t in self.tools))
+        object.__setattr__(self, "stages", check_stages(self.stages))
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
         object.__setattr__(self, "stop", stop)
         self._check_range("temperature", self.temperature, 0.0, 5.0)
@@ -172,6 +178,11 @@ class SamplingParams:
                     value=spec,
                     problem="must be a dict with a 'schema' dict",
                 )
+
+    @property
+    def token_cap(self) -> int:
+        """The most tokens one candidate can generate: the sum of the stages' caps, else ``max_tokens``."""
+        return sum(s.max_tokens for s in self.stages) if self.stages else self.max_tokens
 
     @property
     def json_schema(self) -> Mapping[str, Any] | None:
@@ -291,6 +302,9 @@ class Candidate:
     grammar: str | None = None
     """The name of the :class:`~retryctl.models.Grammar` it was decoded under, ``None`` when no
     grammar shaped it (none asked, or the backend could not honour it: its notes say which)."""
+    stages: tuple[StageOutcome, ...] = ()
+    """What each stage produced, when it was sampled in stages (``text`` is then all stages' text,
+    ``logprobs`` theirs in order, and ``finish_reason`` the last stage's)."""
 
     def __post_init__(self) -> None:
         # Every backend's answers pass here (see writable_text).

@@ -54,11 +54,12 @@ from retryctl.controller import Usage as BudgetUsage
 from retryctl.controller._error_rules import Classifier
 from retryctl.controller.stopping import fewest_more, group_floor
 from retryctl.exceptions import ConfigError
-from retryctl.models import Candidate, ModelBackend, SamplingParams, sample_blocking
+from retryctl.models import Candidate, ModelBackend, SamplingParams, Stage, sample_blocking
 from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
 from retryctl.models._prompt_bound import prompt_tokens_bound
 from retryctl.models._retry import RetryListener, TransportRetry, transport_retries
+from retryctl.models._stages import check_stages
 from retryctl.models._token_stats import token_stats
 from retryctl.nodes._state import CandidateRecord
 
@@ -95,6 +96,11 @@ class SamplingSchedule:
     model's own ``max_tokens``, which a ``LangChainBackend`` that sends only ``stop`` keeps)."""
     batch: int = 1
     """Samples per extra draw once ``min_samples`` are in."""
+    stages: tuple[Stage, ...] = ()
+    """Decode each sample in these stages (e.g. a ``think`` stage at a low temperature, then an
+    ``answer`` stage at the attempt's), one request each, the second continuing the first's text. A
+    stage's ``None`` knob takes the draw's value; a sample then reserves the stages' caps summed, and
+    ``max_tokens`` is not used. ``()``: one request per sample."""
 
     def __post_init__(self) -> None:
         if not self.temperatures:
@@ -109,7 +115,8 @@ class SamplingSchedule:
             raise ConfigError(field="disagreement_temperature", value=dt, problem="must be in [0, 5]")
         if self.batch < 1:
             raise ConfigError(field="batch", value=self.batch, problem="must be >= 1")
-        # The rest (top_p, seed, max_tokens) is checked by SamplingParams itself.
+        object.__setattr__(self, "stages", check_stages(self.stages))
+        # The rest (top_p, seed, max_tokens, stages) is checked by SamplingParams itself.
         self.params(attempt=1, drawn=0, disagreed=False)
 
     def params(self, *, attempt: int, drawn: int, disagreed: bool, strictness: float = 1.0) -> SamplingParams:
@@ -127,6 +134,7 @@ class SamplingSchedule:
             seed=seed,
             max_tokens=self.max_tokens,
             strictness=strictness,
+            stages=self.stages,
         )
 
 
@@ -210,7 +218,7 @@ def _estimate(
 ) -> BudgetUsage:
     # A reservation must be an upper bound: the ledger charges at most what was reserved.
     input_tokens = prompt_tokens_bound([str(m.get("content") or "") for m in messages]) * req.k
-    per_sample = output_limit(req.params) if output_limit is not None else req.params.max_tokens
+    per_sample = output_limit(req.params) if output_limit is not None else req.params.token_cap
     output_tokens = per_sample * req.k
     usd = prices.cost(model, input_tokens=input_tokens, output_tokens=output_tokens) if prices else 0.0
     return BudgetUsage(
@@ -324,7 +332,7 @@ def sampling(
 
     Each draw is reserved on every ledger in ``ledgers`` (the step's, then the run's) before it is
     yielded, its output tokens at ``output_limit(params)`` a sample (the backend's ``output_limit``:
-    a chat model's own ``max_tokens``), or ``params.max_tokens`` without one. A refused first draw
+    a chat model's own ``max_tokens``), or ``params.token_cap`` without one. A refused first draw
     ends the attempt as exhausted; a refused later draw ends sampling early and the attempt is judged
     on the samples it has. A failed draw is classified by ``classifier`` (the step's
     ``retry_on``/``classify``, or :func:`~retryctl.controller.classify`). Every draw is made at
