@@ -10,11 +10,11 @@ A bank is JSON Lines, one question a line::
 sample's generated token count (``len(token_logprobs)`` when those are given); ``top_logprobs`` holds,
 per token, the most likely alternatives with their logprobs; ``stages`` (a staged sample's, in the
 order they ran) holds per stage ``{"name", "tokens", "finish_reason", "chars"?, "prompt_tokens"?}``,
-``chars`` being the length of the stage's part of ``text`` (the parts follow each other); ``retryctl record`` writes them all and
-keys of its own (``model``, ``sampling``, ``stratum``; a sample's ``seed``), which readers may ignore.
-Blank lines are skipped. Any malformed line, a non-UTF-8 line, a line longer than
-:data:`MAX_BANK_LINE_BYTES` or a repeated id raises :class:`~retryctl.exceptions.BankFormatError`
-naming the file and the 1-based line.
+``chars`` being the length of the stage's part of ``text`` (the parts follow each other).
+``retryctl record`` writes them all and keys of its own (``model``, ``sampling``, ``stratum``; a
+sample's ``seed``), which readers may ignore. Blank lines are skipped. Any malformed line, a
+non-UTF-8 line, a line longer than :data:`MAX_BANK_LINE_BYTES` or a repeated id raises
+:class:`~retryctl.exceptions.BankFormatError` naming the file and the 1-based line.
 """
 
 from __future__ import annotations

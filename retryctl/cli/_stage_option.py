@@ -59,8 +59,7 @@ def _split(body: str, spec: str) -> list[str]:
         if char == "\\":
             following = next(chars, "")
             if following not in _ESCAPES:
-                raise _bad(spec, f"unknown escape '\\{following}' (\\n, \\t, \\, and \\\\ are read)"
-                )
+                raise _bad(spec, f"unknown escape '\\{following}' (\\n, \\t, \\, and \\\\ are read)")
             part.append(_ESCAPES[following])
         elif char == ",":
             items.append("".join(part))
@@ -80,7 +79,7 @@ def parse_stage(spec: str, *, max_tokens: int) -> Stage:
     name, _, body = spec.partition(":")
     name = name.strip()
     if not name:
-        raise _bad(spec, f"give the stage's name first (think:temperature=0.3,...)")
+        raise _bad(spec, "give the stage's name first (think:temperature=0.3,...)")
     fields: dict[str, Any] = {"name": name, "max_tokens": max_tokens}
     ends: list[str] = []
     given: set[str] = set()
@@ -95,6 +94,8 @@ def parse_stage(spec: str, *, max_tokens: int) -> Stage:
             raise _bad(spec, f"key {key!r} given twice")
         given.add(key)
         if key == "end":
+            if not value:
+                raise _bad(spec, "end= needs a string (the text that ends the stage)")
             ends.append(value)
         elif key == "start":
             fields["start"] = value
