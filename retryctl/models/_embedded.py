@@ -29,11 +29,13 @@ from retryctl.models._constraints import (
     schema_for,
     structure_instruction,
 )
+from retryctl.models._embedded_stages import staged_candidate
 from retryctl.models._errors import TerminalBackendError
 from retryctl.models._gbnf import gbnf_problem, regex_to_gbnf
 from retryctl.models._grammar import Grammar
 from retryctl.models._local import find_smollm2_gguf, import_llama_cpp
 from retryctl.models._messages import Message, MessagesLike, normalise_messages
+from retryctl.models._sampler_chain import sampler_knobs, stop_at
 from retryctl.models._text_sink import TextEmitter, TextSink
 from retryctl.models._types import CUT_WINDOW, Candidate, Constraint, SamplingParams, TokenLogprob, Usage
 
@@ -46,8 +48,6 @@ _log = get_logger("retryctl.models")
 _SEED_SPACE = 2**31
 _LOCKS_GUARD = threading.Lock()
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
-# llama-cpp-python's own defaults, used where SamplingParams leaves a knob at None.
-_DEFAULT_TOP_K, _DEFAULT_TOP_P, _DEFAULT_MIN_P = 40, 0.95, 0.05
 _LOOSE_CHAR = 'char ::= [^"\\\\] |'
 _JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
 
@@ -70,6 +70,8 @@ class _Decoded:
     finish_reason: str
     output_tokens: int
     latency_ms: float
+    ids: list[int] = field(default_factory=list)
+    """The tokens kept (those whose text is in ``text``, a kept stop string's last one included)."""
 
 
 @dataclass
@@ -217,9 +219,13 @@ class EmbeddedBackend(BackendBase):
         grammar: Any,
         *,
         emitter: TextEmitter | None = None,
+        keep: tuple[str, ...] = (),
+        watch: CutWatch | None = None,
     ) -> _Decoded:
         """One decoding run. Reads the logits after each token for its logprob (see module doc); hands
-        its text to ``emitter`` as it becomes final, and ends early when its sink says so."""
+        its text to ``emitter`` as it becomes final, and ends early when its sink says so. ``keep``:
+        more stop strings, kept in the text (a stage's ``end``); ``watch``: the cut watch to go on
+        with (a staged sample's, across its stages)."""
 
         llm, llama_cpp = self._llm, self._lib
         max_new = min(params.max_tokens, llm.n_ctx() - len(prompt))
@@ -231,25 +237,19 @@ class EmbeddedBackend(BackendBase):
             )
         ctx, vocab, n_vocab = llm._ctx.ctx, llm._model.vocab, llm.n_vocab()
         top = params.top_logprobs if params.logprobs else 0
-        stops = [s.encode("utf-8") for s in params.stop]
-        longest_stop = max((len(s) for s in stops), default=0)
+        stops = [s.encode("utf-8") for s in (*keep, *params.stop)]
+        kept = {s.encode("utf-8") for s in keep} - {s.encode("utf-8") for s in params.stop}
         buf = bytearray()
         starts: list[int] = []
+        ids: list[int] = []
         logprobs: list[TokenLogprob] = []
         finish = "length"
-        watch = CutWatch(params.cut_below, CUT_WINDOW) if params.cut_below and params.logprobs else None
+        if watch is None and params.cut_below and params.logprobs:
+            watch = CutWatch(params.cut_below, CUT_WINDOW)
         scorer = self._scorer(ctx, n_vocab, grammar)
         started = time.perf_counter()
         llm.set_seed(seed)
-        tokens = llm.generate(
-            prompt,
-            top_k=params.top_k if params.top_k is not None else _DEFAULT_TOP_K,
-            top_p=params.top_p if params.top_p is not None else _DEFAULT_TOP_P,
-            min_p=params.min_p if params.min_p is not None else _DEFAULT_MIN_P,
-            temp=params.temperature,
-            repeat_penalty=1.0,
-            grammar=grammar,
-        )
+        tokens = llm.generate(prompt, **sampler_knobs(params), repeat_penalty=1.0, grammar=grammar)
         try:
             for token in tokens:
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
@@ -259,13 +259,13 @@ class EmbeddedBackend(BackendBase):
                 if params.logprobs:
                     logprobs.append(self._token_logprob(piece, *scorer.score(token, top)))
                 starts.append(len(buf))
+                ids.append(token)
                 buf += piece
                 if stops:
-                    window = max(0, starts[-1] - longest_stop)
-                    cut = min((i for s in stops if (i := buf.find(s, window)) != -1), default=-1)
+                    cut = stop_at(buf, stops, kept, starts[-1])
                     if cut != -1:
-                        kept = sum(1 for s in starts if s < cut)
-                        del buf[cut:], starts[kept:], logprobs[kept:]
+                        n = sum(1 for s in starts if s < cut)
+                        del buf[cut:], starts[n:], ids[n:], logprobs[n:]
                         finish = "stop"
                         break
                 # After the stop check: a replay reads the logprobs a stop string left.
@@ -287,6 +287,7 @@ class EmbeddedBackend(BackendBase):
             finish_reason=finish,
             output_tokens=len(starts),
             latency_ms=(time.perf_counter() - started) * 1000.0,
+            ids=ids,
         )
 
     def _plain(
@@ -450,6 +451,12 @@ class EmbeddedBackend(BackendBase):
         msgs = normalise_messages(messages)
         self._load()
         structured = bool(params.tools) or params.wants_json
+        if params.stages and (structured or params.grammar is not None):
+            raise ConfigError(
+                field="stages",
+                value=tuple(s.name for s in params.stages),
+                problem="the embedded backend samples stages as plain text only (no tools, JSON or grammar)",
+            )
         tries = len(self.constraint.modes()) if structured else 1
         base = params.seed if params.seed is not None else secrets.randbelow(_SEED_SPACE)
         with _lock_for(self._llm):
@@ -460,7 +467,9 @@ class EmbeddedBackend(BackendBase):
                     break  # the caller went away: no more candidates (an empty piece sends nothing)
                 # Candidate i, try t uses seed base + i + k·t: distinct across candidates and tries.
                 seeds = [(base + i + k * t) % _SEED_SPACE for t in range(tries)]
-                if params.grammar is not None:
+                if params.stages:
+                    out.append(staged_candidate(self, prompt, params, seeds[0], emit=on_text, index=i))
+                elif params.grammar is not None:
                     out.append(self._under_grammar(prompt, params, seeds[0], i))
                 elif structured:
                     out.append(self._structured(prompt, params, seeds, i))
