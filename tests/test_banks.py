@@ -11,7 +11,12 @@ import pytest
 from retryctl.banks import RecordedStage, load_bank
 from retryctl.exceptions import BankFormatError
 
-OLD = {"id": "q1", "question": "2+3?", "gold": 5, "samples": [{"text": "5", "tokens": 1, "finish_reason": "stop"}]}
+OLD = {
+    "id": "q1",
+    "question": "2+3?",
+    "gold": 5,
+    "samples": [{"text": "5", "tokens": 1, "finish_reason": "stop"}],
+}
 THINK = {"name": "think", "tokens": 7, "finish_reason": "stop", "chars": 16, "prompt_tokens": 30}
 ANSWER = {"name": "answer", "tokens": 2, "finish_reason": "length", "chars": 3}
 NEW = {
@@ -54,7 +59,10 @@ class TestStages:
             ([{"tokens": 1}], "samples[0].stages[0].name must be a non-empty string"),
             ([{"name": "think"}], "samples[0].stages[0].tokens must be a whole number >= 0"),
             ([{"name": "think", "tokens": 1, "chars": -1}], "samples[0].stages[0].chars must be a whole"),
-            ([{"name": "think", "tokens": 1, "finish_reason": 3}], "stages[0].finish_reason must be a string"),
+            (
+                [{"name": "think", "tokens": 1, "finish_reason": 3}],
+                "stages[0].finish_reason must be a string",
+            ),
         ],
     )
     def test_a_malformed_stage_names_its_place(self, tmp_path: Path, stages: object, problem: str) -> None:

@@ -34,7 +34,9 @@ class TestParseStage:
         assert parse_stage("answer", max_tokens=48) == Stage(name="answer", max_tokens=48)
 
     def test_escapes_and_several_end_strings(self) -> None:
-        stage = parse_stage(r"think:start=<think>\n,end=</think>,end=The answer is\, then,end=a\\b", max_tokens=9)
+        stage = parse_stage(
+            r"think:start=<think>\n,end=</think>,end=The answer is\, then,end=a\\b", max_tokens=9
+        )
         assert stage.start == "<think>\n" and stage.end == ("</think>", "The answer is, then", "a\\b")
 
     def test_stages_keep_their_order(self) -> None:
@@ -86,7 +88,16 @@ class TestOnTheCommandLine:
 
     def test_sweep_stage_must_name_a_stage(self, tmp_path: Path) -> None:
         out = tmp_path / "sweep"
-        args = ["sweep", str(_tasks(tmp_path)), "--out", str(out), "--stage", "think", "--sweep-stage", "answer"]
+        args = [
+            "sweep",
+            str(_tasks(tmp_path)),
+            "--out",
+            str(out),
+            "--stage",
+            "think",
+            "--sweep-stage",
+            "answer",
+        ]
         done = runner.invoke(app, args)
         assert done.exit_code == 2 and not out.exists()
         assert done.stderr.strip() == "error: --sweep-stage 'answer': no --stage of that name (stages: think)"
