@@ -35,8 +35,9 @@ StageOption = Annotated[
     typer.Option(
         "--stage",
         metavar="NAME:KEY=VALUE,...",
-        help="A stage of each sample, once per stage in order: its own temperature, top_p, top_k, min_p, "
-        "max_tokens, start and end (e.g. think:temperature=0.3,max_tokens=160,end=</think>).",
+        help="A stage of each sample, once per stage in order, e.g. think:temperature=0.3, "
+        "max_tokens=160, end=</think> (no spaces); keys: temperature, top_p, top_k, min_p, max_tokens, "
+        "start, end (docs/stopping.md).",
     ),
 ]
 

@@ -135,7 +135,8 @@ def _length_figures(lengths: list[int], finishes: list[str | None], texts: list[
 
 def stage_figures(samples: Sequence[RecordedSample]) -> list[dict[str, Any]]:
     """Per stage, in the order the samples ran them: its :func:`_length_figures` (lengths in its own
-    tokens, ``finish["length"]`` the share cut off at its own cap) and how many samples ran it."""
+    tokens, ``finish["length"]`` the share cut off at its own cap), how many samples ran it and the
+    mean prompt tokens its requests re-evaluated (``None`` where the backend did not say)."""
     names: dict[str, None] = {}
     for sample in samples:
         names.update(dict.fromkeys(stage.name for stage in sample.stages))
@@ -144,6 +145,7 @@ def stage_figures(samples: Sequence[RecordedSample]) -> list[dict[str, Any]]:
         lengths: list[int] = []
         finishes: list[str | None] = []
         texts: list[str] = []
+        prompts: list[int] = []
         for sample in samples:
             parts = sample.stage_texts()
             for i, stage in enumerate(sample.stages):
@@ -151,7 +153,10 @@ def stage_figures(samples: Sequence[RecordedSample]) -> list[dict[str, Any]]:
                     lengths.append(stage.tokens)
                     finishes.append(stage.finish_reason)
                     texts.append("" if parts is None else parts[i])
-        out.append({"name": name, "samples": len(lengths), **_length_figures(lengths, finishes, texts)})
+                    prompts += [] if stage.prompt_tokens is None else [stage.prompt_tokens]
+        figures = {"name": name, "samples": len(lengths), **_length_figures(lengths, finishes, texts)}
+        figures["mean_prompt_tokens"] = round(sum(prompts) / len(prompts), 2) if prompts else None
+        out.append(figures)
     return out
 
 
