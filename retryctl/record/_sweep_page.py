@@ -128,14 +128,20 @@ def _charts(rows: Sequence[dict[str, Any]], varying: list[str]) -> str:
     return "".join(plots)
 
 
+def _row_html(cells: list[str]) -> str:
+    """A table row; a stage's (its name indented in the CLI's table) is indented by the page's style."""
+    stage = cells[0].startswith(STAGE_INDENT)
+    first = cells[0].removeprefix(STAGE_INDENT) if stage else cells[0]
+    tds = "".join(f"<td>{escape(v)}</td>" for v in [first, *cells[1:]])
+    return f'<tr class="stage">{tds}</tr>' if stage else f"<tr>{tds}</tr>"
+
+
 def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str, heat_maps: str = "") -> str:
     """A page with the sweep's table (the rows the CLI prints), charts against temperature (a staged
     sweep's lengths and cut-offs by stage), then ``heat_maps``
     (:func:`~retryctl.record._sweep_tokens.sweep_heat_maps`) as a panel of its own."""
     head = "".join(f"<th>{escape(c)}</th>" for c, _, _ in SWEEP_COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(v)}</td>" for v in cells) + "</tr>" for cells in sweep_rows(rows)
-    )
+    body = "".join(_row_html(cells) for cells in sweep_rows(rows))
     varying = [k for k, _ in _KNOBS if len({r[k] for r in rows}) > 1]
     fixed = [_setting(k, rows[0][k]) for k, _ in _KNOBS if k not in varying] if rows else []
     plots = _charts(rows, varying)
@@ -150,6 +156,7 @@ def render_sweep_html(rows: Sequence[dict[str, Any]], *, title: str, heat_maps: 
         "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}"
         "table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;text-align:right;"
         "border:1px solid #ddd}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
+        "tr.stage td{color:#555}tr.stage td:first-child{padding-left:24px}"
     )
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"

@@ -81,8 +81,13 @@ class TestStagedSweep:
                 "sampling"
             ]["stages"]
             assert think["temperature"] == temperature and answer["temperature"] is None
-        table = runner.invoke(app, args, env={"COLUMNS": "80"})  # every bank is there: nothing is drawn
+        page = tmp_path / "sweep.html"
+        # every bank is there: nothing is drawn again
+        table = runner.invoke(app, [*args, "--html", str(page)], env={"COLUMNS": "80"})
         assert table.exit_code == 0, table.output
+        html = page.read_text(encoding="utf-8")
+        assert "Cut off at the stage&#x27;s cap" in html and "think stage&#x27;s temperature" in html
+        assert html.count('<tr class="stage"><td>answer</td>') == 2
         lines = table.stdout.splitlines()
         assert max(len(line) for line in lines) <= 80
         assert sum(line.startswith("  think ") for line in lines) == 2
