@@ -20,14 +20,19 @@ what a bank lacks) on word problems from ``retryctl.evals.word_problems`` at see
 SmolLM2-135M has no thinking delimiters of its own: the stages' boundary is the phrase the prompt asks
 for, given as the think stage's ``end`` strings. Per arm the script prints accuracy (the majority of all
 K samples, ``sc-K``, and the ``default`` stopping policy, both from ``retryctl bench``), the default's
-samples and tokens, mean tokens per stage, the share of each stage cut off by its cap, and the share of
-samples with no answer to extract. Figures are printed, never asserted.
+samples and tokens a question, the share of samples whose answer is right (less noisy than a majority
+of K over few tasks) and its difference from the single request's, ± the paired standard error over
+the tasks, mean tokens a sample, the share with no answer to extract (``--extract number`` falls back
+on the last number, so this is rare), the share that never states ``The answer is N``, and per stage
+its mean tokens, the share cut off by its cap and the mean prompt tokens its request re-evaluated.
+Figures are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +43,15 @@ from _cli import retryctl  # bench/ is the script's directory
 from retryctl.banks import load_bank
 from retryctl.evals import word_problems
 from retryctl.record._sweep import stage_figures
+from retryctl.replay import NO_ANSWER, code_bank
 
 SEED = 21
 REASON = "Solve the math problem. Think step by step, then finish with: The answer is N."
 BUDGET = 160
 THINK_END = r"end=\nThe answer is,end=The answer is"
 ANSWER = r"answer:temperature=0.7,max_tokens=16,end=.,end=\n"
+STATED = re.compile(r"the answer is:?\s*\$?-?\d", re.IGNORECASE)
+"""A sample that states its answer as the prompt asks (the ``number`` extraction reads any last number)."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +115,27 @@ def _figures(bank: Path) -> dict[str, Any]:
     return {
         "mean_tokens": sum(s.token_count or 0 for s in samples) / len(samples),
         "no_answer": sum(s.answer is None for s in samples) / len(samples),
+        "unstated": sum(STATED.search(s.text) is None for s in samples) / len(samples),
         "stages": per_stage,
     }
+
+
+def _right_shares(bank: Path) -> dict[str, float]:
+    """Per question, the share of its samples whose answer is the gold (bench's answer keys)."""
+    coded = code_bank(bank)
+    return {q.id: sum(a == q.gold and a != NO_ANSWER for a in q.answers) / q.n for q in coded.questions}
+
+
+def _paired(arm: dict[str, float], base: dict[str, float]) -> str:
+    """Mean per-sample accuracy of ``arm`` minus ``base``'s, ± the paired standard error, over the
+    questions both banks hold."""
+    ids = sorted(arm.keys() & base.keys())
+    diffs = [arm[i] - base[i] for i in ids]
+    if len(diffs) < 2:
+        return "-"
+    mean = sum(diffs) / len(diffs)
+    var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+    return f"{mean:+.3f} ± {(var / len(diffs)) ** 0.5:.3f}"
 
 
 def main() -> None:
@@ -133,19 +160,26 @@ def main() -> None:
         "Accuracy as a fraction; tokens per sample; per stage: mean tokens, share cut off by the "
         "stage's cap, mean prompt tokens its request re-evaluated (the embedded model's prefix cache)\n"
     )
-    print(f"| arm | sc-{args.samples} | default: acc @ samples, tokens | tokens | no answer | per stage |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        f"| arm | sc-{args.samples} | default: acc @ samples, tokens a question | samples right | "
+        "vs single | tokens a sample | no answer | not stated | per stage |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    base: dict[str, float] | None = None
     for arm, bank in banks.items():
         if not bank.exists():
-            print(f"| {arm.label} | not recorded | | | | |")
+            print(f"| {arm.label} | not recorded | | | | | | | |")
             continue
-        rows, figures = _bench(bank, args.samples, args.orders), _figures(bank)
+        rows, figures, shares = _bench(bank, args.samples, args.orders), _figures(bank), _right_shares(bank)
+        base = shares if base is None else base
         default, majority = rows["default"], rows[f"sc-{args.samples}"]
         stages = "; ".join(_stage_cell(s) for s in figures["stages"])
+        versus = "-" if shares is base else _paired(shares, base)
         print(
             f"| {arm.label} | {majority['accuracy']:.3f} | {default['accuracy']:.3f} @ "
             f"{default['avg_samples']:.2f}, {default['avg_tokens'] or 0:.1f} | "
-            f"{figures['mean_tokens']:.1f} | {figures['no_answer']:.3f} | {stages} |",
+            f"{sum(shares.values()) / len(shares):.3f} | {versus} | {figures['mean_tokens']:.1f} | "
+            f"{figures['no_answer']:.3f} | {figures['unstated']:.3f} | {stages} |",
             flush=True,
         )
 
