@@ -186,6 +186,14 @@ class EmbeddedBackend(BackendBase):
             piece = self._pieces[token] = self._llm.detokenize([token])
         return piece
 
+    def render_prompt(self, messages: MessagesLike) -> str:
+        """``messages`` as the model's chat template renders them, generation prompt included: the text
+        this backend decodes from, and what ``OpenAIBackend(stage_mode="completions",
+        render_prompt=...)`` sends a llama.cpp server serving the same GGUF."""
+        self._load()
+        prompt: str = self._formatter(messages=_template_messages(normalise_messages(messages), None)).prompt
+        return prompt
+
     def _prompt_tokens(self, messages: list[Message], params: SamplingParams) -> list[int]:
         chat = _template_messages(messages, structure_instruction(params))
         prompt: str = self._formatter(messages=chat).prompt

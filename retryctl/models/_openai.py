@@ -48,6 +48,7 @@ from retryctl.models._openai_modes import (
     sent_names,
     usable_or_raise,
 )
+from retryctl.models._openai_stages import PromptRenderer, StageMode, check_stage_mode, staged_sample
 from retryctl.models._openai_stream import UNREPORTED_PROMPT, StreamReader
 from retryctl.models._openai_wire import parse_completion, translate_error
 from retryctl.models._propagation import trace_headers
@@ -117,6 +118,9 @@ class OpenAIBackend(BackendBase):
     :meth:`CapabilityRegistry.shared`, so every backend of one server learns it once.
     ``grammar_dialect`` names the fields ``SamplingParams.grammar`` travels in (``"auto"``/``"llama.cpp"``,
     ``"vllm"``, ``"vllm-guided"``, ``"sglang"``, ``None``: none), see :mod:`retryctl.models._openai_grammar`.
+    ``stage_mode`` says how a staged sample (``SamplingParams.stages``) continues a partial answer on
+    this server: ``"continue"`` (vLLM, SGLang, llama.cpp's ``llama-server``) or ``"completions"`` with
+    ``render_prompt``, the chat template (llama-cpp-python's server); see :mod:`._openai_stages`.
     """
 
     def __init__(
@@ -133,8 +137,11 @@ class OpenAIBackend(BackendBase):
         extra_body: dict[str, Any] | None = None,
         capabilities: CapabilityRegistry | None = None,
         grammar_dialect: GrammarDialect | None = "auto",
+        stage_mode: StageMode | None = None,
+        render_prompt: PromptRenderer | None = None,
     ) -> None:
         super().__init__()
+        check_stage_mode(stage_mode, render_prompt)
         if not model:
             raise ConfigError(field="model", value=model, problem="must name the served model")
         if (
@@ -152,6 +159,10 @@ class OpenAIBackend(BackendBase):
         self.n_mode: NMode = n_mode
         self.grammar_dialect: GrammarDialect | None = check_dialect(grammar_dialect)
         self.extra_body = dict(extra_body or {})
+        self.stage_mode: StageMode | None = stage_mode
+        """How a staged sample's request continues the text so far (:mod:`._openai_stages`)."""
+        self.render_prompt = render_prompt
+        """The chat template, for ``stage_mode="completions"``."""
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         self._shared_client = client
         self._sleep = sleep
@@ -385,6 +396,8 @@ class OpenAIBackend(BackendBase):
         msgs = normalise_messages(messages)
         base = params.seed if params.seed is not None else random.randrange(_SEED_SPACE)
         seeds = [(base + i) % _SEED_SPACE for i in range(k)]
+        if params.stages:
+            return await staged_sample(self, msgs, params, seeds)
         # A stream is read (and cut) per sample: one choice per request.
         if k == 1 or self.honours_n is False or _cuts(params, plan_for(params, self.capabilities.refused)):
             return usable_or_raise(await self._parallel(msgs, params, seeds), backend=self.name)

@@ -11,13 +11,13 @@ before the next stage starts, so the next stage always continues after a closed 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from retryctl.exceptions import ConfigError
 
-__all__ = ["Stage", "StageOutcome", "check_stages"]
+__all__ = ["Stage", "StageOutcome", "check_stages", "staged_input_bound"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +104,19 @@ def check_stages(
             )
         seen.add(stage.name)
     return out
+
+
+def staged_input_bound(prompt_bound: int, stages: Sequence[Stage], text_bound: Callable[[str], int]) -> int:
+    """An upper bound on the prompt tokens one staged sample is billed, given a bound on its prompt's:
+    each stage's request reads the prompt and all that came before it (an OpenAI-compatible server
+    bills every request whole; the embedded model, reading its own tokens back from its cache, less).
+    ``text_bound`` bounds the tokens of a ``start``/``end`` text."""
+    total, before = 0, 0
+    for stage in stages:
+        before += text_bound(stage.start) if stage.start else 0
+        total += prompt_bound + before
+        before += stage.max_tokens + max((text_bound(e) for e in stage.end), default=0)
+    return total
 
 
 @dataclass(frozen=True)

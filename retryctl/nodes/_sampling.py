@@ -57,9 +57,9 @@ from retryctl.exceptions import ConfigError
 from retryctl.models import Candidate, ModelBackend, SamplingParams, Stage, sample_blocking
 from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
-from retryctl.models._prompt_bound import prompt_tokens_bound
+from retryctl.models._prompt_bound import PER_MESSAGE_TOKENS, TEMPLATE_TOKENS, prompt_tokens_bound
 from retryctl.models._retry import RetryListener, TransportRetry, transport_retries
-from retryctl.models._stages import check_stages
+from retryctl.models._stages import check_stages, staged_input_bound
 from retryctl.models._token_stats import token_stats
 from retryctl.nodes._state import CandidateRecord
 
@@ -99,8 +99,9 @@ class SamplingSchedule:
     stages: tuple[Stage, ...] = ()
     """Decode each sample in these stages (e.g. a ``think`` stage at a low temperature, then an
     ``answer`` stage at the attempt's), one request each, the second continuing the first's text. A
-    stage's ``None`` knob takes the draw's value; a sample then reserves the stages' caps summed, and
-    ``max_tokens`` is not used. ``()``: one request per sample."""
+    stage's ``None`` knob takes the draw's value; a sample then reserves the stages' caps summed as
+    output (``max_tokens`` is not used) and the prompt once per stage, with what came before it, as
+    input (:func:`~retryctl.models._stages.staged_input_bound`). ``()``: one request per sample."""
 
     def __post_init__(self) -> None:
         if not self.temperatures:
@@ -209,6 +210,10 @@ class SampleOutcome:
     """The transport retries the backend made inside this attempt's draws (each one also a note)."""
 
 
+def _text_bound(text: str) -> int:
+    return prompt_tokens_bound([text]) - PER_MESSAGE_TOKENS - TEMPLATE_TOKENS
+
+
 def _estimate(
     messages: Sequence[Message],
     req: DrawRequest,
@@ -217,7 +222,11 @@ def _estimate(
     output_limit: OutputLimit | None = None,
 ) -> BudgetUsage:
     # A reservation must be an upper bound: the ledger charges at most what was reserved.
-    input_tokens = prompt_tokens_bound([str(m.get("content") or "") for m in messages]) * req.k
+    prompt = prompt_tokens_bound([str(m.get("content") or "") for m in messages])
+    if req.params.stages:
+        # Each stage's request reads the prompt and the stages before it.
+        prompt = staged_input_bound(prompt, req.params.stages, _text_bound)
+    input_tokens = prompt * req.k
     per_sample = output_limit(req.params) if output_limit is not None else req.params.token_cap
     output_tokens = per_sample * req.k
     usd = prices.cost(model, input_tokens=input_tokens, output_tokens=output_tokens) if prices else 0.0
