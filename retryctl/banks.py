@@ -8,11 +8,13 @@ A bank is JSON Lines, one question a line::
 
 ``id`` and ``gold`` may be strings or numbers, ``answer`` a string, a number or null. ``tokens`` is the
 sample's generated token count (``len(token_logprobs)`` when those are given); ``top_logprobs`` holds,
-per token, the most likely alternatives with their logprobs; ``retryctl record`` writes them all and
-keys of its own (``model``, ``sampling``, ``stratum``; a sample's ``seed``), which readers may ignore.
-Blank lines are skipped. Any malformed line, a non-UTF-8 line, a line longer than
-:data:`MAX_BANK_LINE_BYTES` or a repeated id raises :class:`~retryctl.exceptions.BankFormatError`
-naming the file and the 1-based line.
+per token, the most likely alternatives with their logprobs; ``stages`` (a staged sample's, in the
+order they ran) holds per stage ``{"name", "tokens", "finish_reason", "chars"?, "prompt_tokens"?}``,
+``chars`` being the length of the stage's part of ``text`` (the parts follow each other).
+``retryctl record`` writes them all and keys of its own (``model``, ``sampling``, ``stratum``; a
+sample's ``seed``), which readers may ignore. Blank lines are skipped. Any malformed line, a
+non-UTF-8 line, a line longer than :data:`MAX_BANK_LINE_BYTES` or a repeated id raises
+:class:`~retryctl.exceptions.BankFormatError` naming the file and the 1-based line.
 """
 
 from __future__ import annotations
@@ -25,11 +27,27 @@ from typing import Any
 
 from retryctl.exceptions import BankFormatError
 
-__all__ = ["BankQuestion", "RecordedSample", "load_bank"]
+__all__ = ["BankQuestion", "RecordedSample", "RecordedStage", "load_bank"]
 
 MAX_BANK_LINE_BYTES = 64 << 20
 """A longer line is refused before it is read whole (real banks' lines are kilobytes: 40 samples with
 token logprobs stay far below this)."""
+
+
+@dataclass(frozen=True)
+class RecordedStage:
+    """One stage of a staged sample, as recorded."""
+
+    name: str
+    """The stage's name (``think``, ``answer``, ...)."""
+    tokens: int
+    """Tokens the stage generated."""
+    finish_reason: str | None = None
+    """Why the stage ended (``stop``, ``length``: its cap, ``cut``), if recorded."""
+    chars: int | None = None
+    """Length of the stage's part of the sample's text, if recorded."""
+    prompt_tokens: int | None = None
+    """Prompt tokens the stage's request (re-)evaluated, where the backend said."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,20 @@ class RecordedSample:
     """Why decoding ended (``stop``, ``length``), if recorded."""
     latency_ms: float | None = None
     """Wall time of the call that produced it, if recorded."""
+    stages: tuple[RecordedStage, ...] = ()
+    """Its stages in the order they ran, for a staged sample (none for one drawn in one request, and
+    for banks recorded before stages existed)."""
+
+    def stage_texts(self) -> tuple[str, ...] | None:
+        """Each stage's part of :attr:`text`, in order; ``None`` unless every stage's ``chars`` is known."""
+        if not self.stages or any(s.chars is None for s in self.stages):
+            return None
+        parts, at = [], 0
+        for stage in self.stages:
+            end = at + (stage.chars or 0)
+            parts.append(self.text[at:end])
+            at = end
+        return tuple(parts)
 
     @property
     def token_count(self) -> int | None:
@@ -120,6 +152,9 @@ def _sample(raw: object, where: str) -> RecordedSample:
     top = raw.get("top_logprobs")
     if top is not None:
         _check_top(top, where)
+    stages = raw.get("stages")
+    if stages is not None and not isinstance(stages, list):
+        raise ValueError(f"{where}.stages must be a list of objects")
     return RecordedSample(
         text=text,
         answer=answer_text,
@@ -127,6 +162,34 @@ def _sample(raw: object, where: str) -> RecordedSample:
         tokens=tokens,
         finish_reason=finish,
         latency_ms=None if latency is None else float(latency),
+        stages=tuple(_stage(s, f"{where}.stages[{i}]") for i, s in enumerate(stages or ())),
+    )
+
+
+def _count(raw: dict[str, Any], key: str, where: str, *, required: bool = False) -> int | None:
+    value = raw.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}.{key} must be a whole number >= 0")
+    return value
+
+
+def _stage(raw: object, where: str) -> RecordedStage:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be an object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.name must be a non-empty string")
+    finish = raw.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise ValueError(f"{where}.finish_reason must be a string or null")
+    return RecordedStage(
+        name=name,
+        tokens=_count(raw, "tokens", where, required=True) or 0,
+        finish_reason=finish,
+        chars=_count(raw, "chars", where),
+        prompt_tokens=_count(raw, "prompt_tokens", where),
     )
 
 

@@ -184,7 +184,7 @@ MODELS = {
     "OpenAIBackend",
     "ParamsToKwargs", "RepeatedFault", "ReplayBackend", "ReplayExhausted", "RetrySettings", "SamplingParams",
     "ScriptItem", "ScriptedBackend", "ScriptedCall", "ServerCapabilities", "ServerFault",
-    "TerminalBackendError", "TokenLogprob",
+    "Stage", "StageOutcome", "TerminalBackendError", "TokenLogprob",
     "ToolCall", "ToolSpec", "TransientBackendError", "UnsupportedParameter", "Usage",
     "check_embedded_build", "find_smollm2_gguf", "llama_cpp_style_kwargs", "normalise_messages",
     "openai_style_kwargs",
@@ -231,7 +231,7 @@ AGENT = {
 }  # fmt: skip
 
 BANKS = {
-    "BankQuestion", "RecordedSample", "load_bank",
+    "BankQuestion", "RecordedSample", "RecordedStage", "load_bank",
 }  # fmt: skip
 
 EXCEPTIONS = {

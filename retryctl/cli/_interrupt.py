@@ -34,11 +34,14 @@ def again_command(ctx: typer.Context, *, add: Sequence[str] = ()) -> str:
     options: list[str] = []
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
-        if value is None or value == param.default:
+        many = bool(getattr(param, "multiple", False))
+        if value is None or value == param.default or (many and not value):
             continue
         opts: Any = getattr(param, "opts", [])
         if getattr(param, "param_type_name", "") == "argument":
             words.append(_word(value))
+        elif many:  # an option given once per value (``--stage``), in the order given
+            options += [word for item in value for word in (opts[0], _word(item))]
         elif getattr(param, "is_flag", False):
             secondary: Any = getattr(param, "secondary_opts", [])
             options.append(opts[0] if value or not secondary else secondary[0])

@@ -19,16 +19,19 @@ from retryctl._paths import PathError, check_input, check_output
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.cli._ray_option import RayOption, ray_executor
+from retryctl.cli._stage_option import StageOption, parse_stages, stage_error
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
     from retryctl.batch import Task
-    from retryctl.models import ModelBackend
+    from retryctl.models import ModelBackend, Stage
     from retryctl.record import RecordPlan
 
 __all__ = ["record", "sweep"]
 
 _USAGE_EXIT = 2
+_DRAW_TEMPERATURE = 0.7
+"""``record``'s default temperature: a sweep of one stage draws the held stages' unset knobs at it."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -74,9 +77,10 @@ def _check_resume(out: Path, plan: RecordPlan) -> set[str]:
         had = line.get("sampling")
         if had != wanted:
             had = had if isinstance(had, dict) else {}
-            differ = [key for key in wanted if had.get(key) != wanted[key]]
+            # A key only one side has (``stages``, which unstaged banks lack) differs too.
+            differ = [key for key in {**had, **wanted} if had.get(key) != wanted.get(key)]
             then = ", ".join(f"{key}={json.dumps(had.get(key))}" for key in differ)
-            now = ", ".join(f"{key}={json.dumps(wanted[key])}" for key in differ)
+            now = ", ".join(f"{key}={json.dumps(wanted.get(key))}" for key in differ)
             _fail(
                 f"--out {out}: task {line['id']!r} was recorded with {then}; this run asks {now}: "
                 "record into another file"
@@ -129,6 +133,7 @@ def _plan(
     system: str | None,
     extract: str,
     concurrency: int,
+    stages: tuple[Stage, ...] = (),
 ) -> RecordPlan:
     from retryctl.models import SamplingParams
     from retryctl.record import EXTRACTIONS, RecordPlan
@@ -137,7 +142,12 @@ def _plan(
         _fail(f"--extract {extract!r}: must be one of {', '.join(EXTRACTIONS)}")
     try:
         params = SamplingParams(
-            temperature=temperature, top_p=top_p, min_p=min_p, seed=seed, max_tokens=max_tokens
+            temperature=temperature,
+            top_p=top_p,
+            min_p=min_p,
+            seed=seed,
+            max_tokens=max_tokens,
+            stages=stages,
         )
     except ConfigError as exc:
         _fail(f"--{exc.field.replace('_', '-')}: {exc}")
@@ -169,6 +179,13 @@ _BaseUrl = Annotated[
 _ModelName = Annotated[str | None, typer.Option("--model-name", help="Model on that server.")]
 
 
+def _stages(specs: list[str] | None, max_tokens: int) -> tuple[Stage, ...]:
+    try:
+        return parse_stages(specs, max_tokens=max_tokens)
+    except ConfigError as exc:
+        _fail(stage_error(exc))
+
+
 def _recorded(out: Path) -> int:
     """Tasks the bank ``out`` holds (0 when there is none yet)."""
     from retryctl.batch._files import BANK_LINES, read_results
@@ -196,11 +213,13 @@ def record(
     system: _System = None,
     extract: _Extract = "default",
     concurrency: _Concurrency = 1,
+    stage: StageOption = None,
     base_url: _BaseUrl = None,
     model_name: _ModelName = None,
     ray: RayOption = None,
 ) -> None:
-    """Record a sample bank: K samples per task with token logprobs, counts, finish reasons, latency."""
+    """Record a sample bank: K samples per task with token logprobs, counts, finish reasons, latency;
+    with ``--stage``, each sample in stages, one request each, and per-stage counts."""
     tasks = _tasks(tasks_path)
     try:
         check_output(out, what="--out bank", inputs=[(tasks_path, "task file")])
@@ -216,6 +235,7 @@ def record(
         system=system,
         extract=extract,
         concurrency=concurrency,
+        stages=_stages(stage, max_tokens),
     )
     done = _check_resume(out, plan)
     had = len(done)
@@ -253,7 +273,7 @@ def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
 
 def _sweep_table(rows: list[dict[str, Any]]) -> Table:
     # Shares (the accuracies and the rates) are fractions with three decimals, as in every command.
-    from retryctl.record._sweep_page import SWEEP_COLUMNS, sweep_cells
+    from retryctl.record._sweep_page import SWEEP_COLUMNS, sweep_rows
 
     # At 80 columns ten one-line headings do not fit: rich wraps a heading at its spaces (the page's
     # names, kept), columns sit one space apart without rules, and a point wraps between its knobs. A
@@ -261,7 +281,7 @@ def _sweep_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(
         title="retryctl sweep", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), pad_edge=False
     )
-    cells = [sweep_cells(row) for row in rows]
+    cells = sweep_rows(rows)  # a staged point's row, then one per stage
     for i, (title, _, _) in enumerate(SWEEP_COLUMNS):
         if title == "point":
             table.add_column(title, overflow="fold")
@@ -297,34 +317,55 @@ def sweep(
     system: _System = None,
     extract: _Extract = "default",
     concurrency: _Concurrency = 1,
+    stage: StageOption = None,
+    sweep_stage: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-stage",
+            metavar="NAME",
+            help="Sweep this --stage's temperature, top-p and min-p, the other stages held ('-' in "
+            "--top-p/--min-p: the stage's own).",
+        ),
+    ] = None,
     base_url: _BaseUrl = None,
     model_name: _ModelName = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a page with the curves.")] = None,
 ) -> None:
-    """Record a bank per grid point of temperature × top-p × min-p, then compare them."""
-    from retryctl.record._sweep import grid, point_figures, render_sweep_html
+    """Record a bank per grid point of temperature × top-p × min-p (of one stage's with --sweep-stage),
+    then compare them."""
+    from retryctl.record._sweep import grid, point_figures, render_sweep_html, swept_stages
     from retryctl.record._sweep_tokens import sweep_heat_maps
 
     tasks = _tasks(tasks_path)
     if out.exists() and not out.is_dir():
         _fail(f"--out {out}: not a directory")
-    points = grid(
-        [t for t in _floats(temperature, "--temperature", optional=False) if t is not None],
-        _floats(top_p, "--top-p", optional=True),
-        _floats(min_p, "--min-p", optional=True),
-    )
+    stages = _stages(stage, max_tokens)
+    top_ps, min_ps = _floats(top_p, "--top-p", optional=True), _floats(min_p, "--min-p", optional=True)
+    if sweep_stage is not None:
+        held = next((s for s in stages if s.name == sweep_stage), None)
+        if held is None:
+            named = ", ".join(s.name for s in stages) or "none"
+            _fail(f"--sweep-stage {sweep_stage!r}: no --stage of that name (stages: {named})")
+        # '-' keeps the swept stage's own setting, which the point then names.
+        top_ps = [held.top_p if v is None else v for v in top_ps]
+        min_ps = [held.min_p if v is None else v for v in min_ps]
+    temperatures = [t for t in _floats(temperature, "--temperature", optional=False) if t is not None]
+    points = grid(temperatures, top_ps, min_ps, stage=sweep_stage)
     plans = [
         _plan(
             samples=samples,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            min_p=p.min_p,
+            # A swept stage takes the point's knobs; the draw's own stay the record defaults, for the
+            # held stages that leave a knob to the draw.
+            temperature=p.temperature if sweep_stage is None else _DRAW_TEMPERATURE,
+            top_p=p.top_p if sweep_stage is None else None,
+            min_p=p.min_p if sweep_stage is None else None,
             seed=seed,
             max_tokens=max_tokens,
             system=system,
             extract=extract,
             concurrency=concurrency,
+            stages=swept_stages(stages, p),
         )
         for p in points
     ]

@@ -7,7 +7,10 @@ tasks are drawn on its workers (:class:`BankJob`: each builds the model once, fr
 embedded one) and this process writes the bank. A sample keeps its text, the answer extracted from it,
 per-token logprobs and (where the backend gives them) the top alternatives at each token, the
 per-token diagnostics a decision log keeps under the same names (``token_text``, ``token_entropy``
-with ``entropy_kind``, ``token_top3``), its token count, finish reason, latency and seed.
+with ``entropy_kind``, ``token_top3``), its token count, finish reason, latency and seed. A staged
+sample (``SamplingParams.stages``) also keeps, per stage in order, its ``name``, ``tokens``,
+``finish_reason``, ``chars`` (the length of its part of the text, which the stages split in order)
+and, where the backend says, ``prompt_tokens`` (what its request re-evaluated).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from retryctl.batch import Executor, Task
 from retryctl.batch._executor import Done, drive
 from retryctl.batch._files import BANK_LINES, ResultsFile, read_results
 from retryctl.exceptions import RuntimeFailure
-from retryctl.models import Candidate, ModelBackend, SamplingParams
+from retryctl.models import Candidate, ModelBackend, SamplingParams, Stage, StageOutcome
 from retryctl.models._token_stats import token_stats
 
 __all__ = [
@@ -35,6 +38,7 @@ __all__ = [
     "record_bank",
     "recorded_ids",
     "sampling_of",
+    "stage_settings",
 ]
 
 Extraction = Literal["default", "number"]
@@ -61,6 +65,11 @@ class RecordPlan:
     concurrency: int = 1
     """Tasks drawn at once (the embedded model decodes one at a time whatever this is)."""
 
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The stages each sample runs, one request each (``params.stages``; none: one request)."""
+        return self.params.stages
+
 
 def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[str, Any]:
     out: dict[str, Any] = {
@@ -71,6 +80,8 @@ def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[
         "latency_ms": round(candidate.latency_ms, 3),
         "seed": candidate.seed,
     }
+    if candidate.stages:
+        out["stages"] = [_stage(stage) for stage in candidate.stages]
     if candidate.logprobs is not None:
         out["token_logprobs"] = [t.logprob for t in candidate.logprobs]
         if any(t.top for t in candidate.logprobs):
@@ -82,9 +93,40 @@ def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[
     return out
 
 
+def _stage(outcome: StageOutcome) -> dict[str, Any]:
+    # The stage's text is the sample's from ``chars`` on; its length (not a second copy) is kept.
+    out: dict[str, Any] = {
+        "name": outcome.name,
+        "tokens": outcome.tokens,
+        "finish_reason": outcome.finish_reason,
+        "chars": len(outcome.text),
+    }
+    if outcome.prompt_tokens is not None:
+        out["prompt_tokens"] = outcome.prompt_tokens
+    return out
+
+
+def stage_settings(stage: Stage) -> dict[str, Any]:
+    """A stage as a bank's ``sampling.stages`` records it (every knob, ``None`` for the draw's)."""
+    return {
+        "name": stage.name,
+        "temperature": stage.temperature,
+        "top_p": stage.top_p,
+        "top_k": stage.top_k,
+        "min_p": stage.min_p,
+        "max_tokens": stage.max_tokens,
+        "start": stage.start,
+        "end": list(stage.end),
+    }
+
+
 def sampling_of(plan: RecordPlan) -> dict[str, Any]:
-    """How a bank line was drawn, as its ``sampling`` key says (a resumed recording must match it)."""
+    """How a bank line was drawn, as its ``sampling`` key says (a resumed recording must match it).
+
+    ``stages`` is there only for a staged recording, so that a bank recorded before stages existed
+    still matches an unstaged rerun."""
     params = plan.params
+    staged = {"stages": [stage_settings(s) for s in params.stages]} if params.stages else {}
     return {
         "temperature": params.temperature,
         "top_p": params.top_p,
@@ -93,7 +135,7 @@ def sampling_of(plan: RecordPlan) -> dict[str, Any]:
         "max_tokens": params.max_tokens,
         "system": plan.system,
         "extraction": plan.extraction,
-    }
+    } | staged
 
 
 def bank_line(task: Task, candidates: Sequence[Candidate], plan: RecordPlan, model: str) -> dict[str, Any]:

@@ -103,7 +103,8 @@ class TestInterrupt:
 
         monkeypatch.setattr("retryctl.record.record_bank", interrupted)
         tasks, bank = _write(tmp_path / "t.jsonl", TASKS), tmp_path / "bank.jsonl"
-        args = ["record", str(tasks), "--out", str(bank), "--samples", "2", *SERVER]
+        stages = ["--stage", "think:temperature=0.3,end=The answer is", "--stage", "answer:max_tokens=4"]
+        args = ["record", str(tasks), "--out", str(bank), "--samples", "2", *stages, *SERVER]
         result = runner.invoke(app, args)
         assert result.exit_code == 130
         assert f"interrupted: 0 of 2 tasks recorded and kept in {bank}; to continue: " in result.stderr

@@ -1,0 +1,103 @@
+"""``--stage NAME:key=value,...``: what it reads, and the one ``error:`` line it exits 2 with otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from retryctl.cli import app
+from retryctl.cli._stage_option import parse_stage, parse_stages
+from retryctl.exceptions import ConfigError
+from retryctl.models import Stage
+
+runner = CliRunner()
+
+
+class TestParseStage:
+    def test_every_key_is_read(self) -> None:
+        spec = "think:temperature=0.3,top_p=0.9,top_k=40,min_p=0.05,max_tokens=160,start=<think>,end=</think>"
+        assert parse_stage(spec, max_tokens=256) == Stage(
+            name="think",
+            temperature=0.3,
+            top_p=0.9,
+            top_k=40,
+            min_p=0.05,
+            max_tokens=160,
+            start="<think>",
+            end=("</think>",),
+        )
+
+    def test_a_bare_name_takes_the_commands_cap_and_the_draws_knobs(self) -> None:
+        assert parse_stage("answer", max_tokens=48) == Stage(name="answer", max_tokens=48)
+
+    def test_escapes_and_several_end_strings(self) -> None:
+        stage = parse_stage(
+            r"think:start=<think>\n,end=</think>,end=The answer is\, then,end=a\\b", max_tokens=9
+        )
+        assert stage.start == "<think>\n" and stage.end == ("</think>", "The answer is, then", "a\\b")
+
+    def test_stages_keep_their_order(self) -> None:
+        stages = parse_stages(["think:max_tokens=100", "answer:max_tokens=10"], max_tokens=5)
+        assert [(s.name, s.max_tokens) for s in stages] == [("think", 100), ("answer", 10)]
+        assert parse_stages(None, max_tokens=5) == ()
+
+    @pytest.mark.parametrize(
+        ("specs", "named"),
+        [
+            (["think:temprature=0.3"], "unknown key 'temprature'"),
+            (["think:temperature=hot"], "temperature='hot' is not a number"),
+            (["think:top_k=4.5"], "top_k='4.5' is not a whole number"),
+            (["think:top_p=1.5"], "top_p=1.5 must be in (0, 1]"),
+            (["think:min_p=-0.1"], "min_p=-0.1 must be in [0, 1]"),
+            (["think:max_tokens=0"], "max_tokens=0"),
+            (["think:end="], "end= needs a string"),
+            (["think:temperature"], "'temperature' is not key=value"),
+            (["think:temperature=0.3,temperature=0.4"], "key 'temperature' given twice"),
+            ([":temperature=0.3"], "give the stage's name first"),
+            ([r"think:start=\q"], "unknown escape '\\q'"),
+            (["think", "think:max_tokens=9"], "a second stage named 'think'"),
+        ],
+    )
+    def test_a_bad_spec_names_the_key(self, specs: list[str], named: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            parse_stages(specs, max_tokens=5)
+        assert caught.value.field == "--stage" and named in caught.value.problem
+
+
+def _tasks(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"id": "a", "question": "What is 2 + 3?", "gold": 5}) + "\n", encoding="utf-8")
+    return path
+
+
+class TestOnTheCommandLine:
+    @pytest.mark.parametrize("command", ["record", "sweep"])
+    def test_a_bad_key_exits_2_with_one_line_naming_the_option_and_the_key(
+        self, tmp_path: Path, command: str
+    ) -> None:
+        out = tmp_path / ("bank.jsonl" if command == "record" else "sweep")
+        args = [command, str(_tasks(tmp_path)), "--out", str(out), "--stage", "think:top_q=0.9"]
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --stage 'think:top_q=0.9'")
+        assert "unknown key 'top_q'" in lines[0] and not out.exists()
+
+    def test_sweep_stage_must_name_a_stage(self, tmp_path: Path) -> None:
+        out = tmp_path / "sweep"
+        args = [
+            "sweep",
+            str(_tasks(tmp_path)),
+            "--out",
+            str(out),
+            "--stage",
+            "think",
+            "--sweep-stage",
+            "answer",
+        ]
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2 and not out.exists()
+        assert done.stderr.strip() == "error: --sweep-stage 'answer': no --stage of that name (stages: think)"
