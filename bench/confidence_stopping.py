@@ -48,6 +48,11 @@ from retryctl.replay import CodedBank, code_bank, make_orders, replay, run_polic
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = "You solve arithmetic word problems. Reply with one line: The answer is N."
 REASON = "Solve the math problem. Think step by step, then finish with: The answer is N."
+TERSE = "Reply with one line: The answer is N."
+WORDS = (
+    "apple", "river", "candle", "tiger", "paper", "garden", "window", "pencil", "orange", "button",
+    "rabbit", "summer", "bottle", "forest", "pillow", "rocket", "basket", "mirror", "ladder", "violin",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,30 @@ class DevBank:
     temperature: float
     max_tokens: int
     system: str
+    kind: str = "arithmetic"
+    """Which generator writes its tasks: ``arithmetic`` (:func:`tasks_for`) or ``compare-count``
+    (:func:`compare_count_tasks`)."""
+
+    @property
+    def tasks(self) -> str:
+        """The task file's name (the arithmetic one keeps the name earlier recordings used)."""
+        kind = "" if self.kind == "arithmetic" else f"{self.kind}-"
+        return f"tasks-{kind}{self.seed}.jsonl"
 
 
 DEV_BANKS = (
     DevBank("wp-short-t0.7", seed=5, samples=20, temperature=0.7, max_tokens=48, system=SHORT),
     DevBank("wp-short-t0.4", seed=5, samples=20, temperature=0.4, max_tokens=48, system=SHORT),
     DevBank("wp-reason-t0.7", seed=6, samples=16, temperature=0.7, max_tokens=160, system=REASON),
+    DevBank(
+        "cmp-count-t0.7",
+        seed=7,
+        samples=16,
+        temperature=0.7,
+        max_tokens=32,
+        system=TERSE,
+        kind="compare-count",
+    ),
 )
 
 
@@ -82,8 +105,33 @@ def tasks_for(seed: int, *, problems: int = 60, arithmetic: int = 20) -> list[di
     return lines
 
 
+def compare_count_tasks(seed: int, *, compare: int = 40, count: int = 40) -> list[dict[str, Any]]:
+    """A task kind other than arithmetic: the larger of two numbers (``Which number is larger, 38 or
+    71?``), then counting the words of a list of 2 to 6 (``How many words are in this list: ...?``).
+    The embedded model is right on about half of the samples of the first and a third of the second."""
+    rng = random.Random(seed)
+    lines: list[dict[str, Any]] = []
+    for i in range(compare):
+        a, b = rng.sample(range(10, 100), 2)
+        lines.append(
+            {"id": f"cmp-{seed}-{i}", "question": f"Which number is larger, {a} or {b}?",
+             "gold": max(a, b), "stratum": "compare"}
+        )  # fmt: skip
+    for i in range(count):
+        items = rng.sample(WORDS, rng.randint(2, 6))
+        lines.append(
+            {"id": f"count-{seed}-{i}", "question": f"How many words are in this list: {', '.join(items)}?",
+             "gold": len(items), "stratum": "count"}
+        )  # fmt: skip
+    return lines
+
+
+def _tasks(bank: DevBank) -> list[dict[str, Any]]:
+    return tasks_for(bank.seed) if bank.kind == "arithmetic" else compare_count_tasks(bank.seed)
+
+
 def _record(bank: DevBank, work: Path) -> None:
-    tasks = work / f"tasks-{bank.seed}.jsonl"
+    tasks = work / bank.tasks
     started = time.monotonic()
     retryctl(
         "record", str(tasks), "--out", str(work / f"{bank.name}.jsonl"), "--samples", str(bank.samples),
@@ -208,9 +256,9 @@ def main() -> None:
     parser.add_argument("--probe", action="store_true", help="also replay the probe rules and the oracle")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    for seed in sorted({b.seed for b in DEV_BANKS}):
-        path = args.work / f"tasks-{seed}.jsonl"
-        path.write_text("".join(json.dumps(t) + "\n" for t in tasks_for(seed)), encoding="utf-8")
+    for dev in DEV_BANKS:
+        path = args.work / dev.tasks
+        path.write_text("".join(json.dumps(t) + "\n" for t in _tasks(dev)), encoding="utf-8")
     if args.record:
         with ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(lambda b: _record(b, args.work), DEV_BANKS))
