@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 KNOWN_POLICIES = [
-    "default", "predictive", "weighted", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget",
+    "default", "predictive", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget", "weighted",
 ]  # fmt: skip
 """Every name :func:`parse_stopping_rule` accepts (``sc-N`` with N a positive integer)."""
 
