@@ -307,6 +307,9 @@ def main() -> None:
                 continue
             if args.after:
                 path = _tail(path, args.after, Path(scratch))
+                if not path.read_text(encoding="utf-8").strip():
+                    print(f"{bank.name:22s} has no questions after its first {args.after}")
+                    continue
             _one(bank.name, path, bank.samples, args.orders, args.probe)
         for path in args.bank:
             lines = [
