@@ -158,7 +158,8 @@ GATEWAY = {
 
 STOPPING = {
     "AdaptiveBeta", "AdaptiveDirichlet", "BUILTIN_POLICIES", "ConfidenceWeighted", "DifficultyBudget",
-    "EscWindow", "FixedSamples", "GROUP_WINDOW", "KNOWN_POLICIES", "PredictiveMajority", "RuleLike",
+    "EscWindow", "FixedSamples", "GROUP_WINDOW", "KNOWN_POLICIES", "PredictiveCut", "PredictiveMajority",
+    "RuleLike",
     "StopAll", "StopAny", "StopDecision", "StopRule", "StoppingRule", "StoppingRuleSpec", "Tally",
     "ThresholdRule", "as_rule", "beta_sf_half", "cut_point", "default_stopping_rule", "fewest_more",
     "group_floor", "parse_stopping_rule",

@@ -1,6 +1,9 @@
-"""``retryctl bench``: replay a sample bank through stopping policies and report accuracy vs samples.
+"""``retryctl bench``: replay a sample bank through stopping policies and report accuracy vs cost.
 
 Accuracy is a fraction (0 to 1, three decimals in the table), as in every command (``retryctl._scores``).
+Cost is tokens where the bank gives them (the unit users pay for), samples otherwise: rows are sorted
+by it, cheapest first, and each is compared with SC at the cap and with AC-Beta, both replayed in the
+same run whether asked for or not.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from retryctl.replay import (
     strata_of,
     summary_row,
 )
-from retryctl.replay._report import policy_cap, strata_basis
+from retryctl.replay._report import cost_order, policy_cap, strata_basis
 
 __all__ = ["bench"]
 
@@ -45,12 +48,18 @@ def _fraction(value: float | None) -> str:
     return cell(value)
 
 
-def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
+def _times(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.2f}"
+
+
+def _render(rows: list[dict[str, Any]], *, bank: str, unit: str, baseline: str, console: Console) -> None:
     # Every key of the JSON rows has its column (the strata and the curve have their own tables);
-    # figures are fractions with three decimals, as in `batch`, `eval` and `audit`.
-    table = Table(title=f"retryctl bench — {bank}")
-    columns = ("policy", "cap", LABELS["accuracy"], "avg samples", "avg tokens", "cut rate",
-               LABELS["ece"], LABELS["auroc"], "questions", "orders")  # fmt: skip
+    # figures are fractions with three decimals, as in `batch`, `eval` and `audit`. The two ratio
+    # columns are in the unit the rows are sorted by (the JSON has both units).
+    kind = "tokens" if unit == "avg_tokens" else "samples"
+    table = Table(title=f"retryctl bench — {bank}\n(fewest {kind} first; {kind} × SC-max and × AC-Beta)")
+    columns = ("policy", "cap", LABELS["accuracy"], "avg samples", "avg tokens", "× SC-max", "× AC-Beta",
+               "cut rate", LABELS["ece"], LABELS["auroc"], "questions", "orders")  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
@@ -60,6 +69,8 @@ def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
             _fraction(row["accuracy"]),
             f"{row['avg_samples']:.2f}",
             MISSING if row["avg_tokens"] is None else f"{row['avg_tokens']:.1f}",
+            _times(row[f"{kind}_vs_sc_max"]),
+            _times(row[f"{kind}_vs_ac_beta"]),
             _fraction(row["cut_rate"]),
             _fraction(row["ece"]),
             _fraction(row["auroc"]),
@@ -68,7 +79,6 @@ def _render(rows: list[dict[str, Any]], *, bank: str, console: Console) -> None:
         )
     console.print(table)
     if rows and "strata" in rows[0]:
-        baseline = rows[0].get("label", rows[0]["policy"])
         basis = rows[0].get("strata_from")
         by = "the bank's own stratum" if basis == "bank" else "full-bank agreement (no strata in the bank)"
         split = Table(title=f"by {by} (Δ vs {baseline}, ± paired s.e.)")
@@ -130,7 +140,8 @@ def bench(
         ),
     ] = False,
 ) -> None:
-    """Replay a sample bank through stopping policies: accuracy and average samples per policy."""
+    """Replay a sample bank through stopping policies: accuracy, samples and tokens per policy, the
+    cheapest first (by tokens where the bank gives them), each against SC-max and AC-Beta."""
     if orders < 1:
         _fail(f"--orders must be >= 1 (got {orders})")
     if max_samples < 1:
@@ -157,6 +168,15 @@ def bench(
         _fail(f"BANK: cannot read {bank}: {exc.strerror}")
     replay_orders = make_orders(loaded, orders=orders, seed=seed)
     results = run_policies(loaded, names, orders=replay_orders, max_samples=max_samples)
+    asked = {result.policy: result for result in results}
+    # The references every row is compared with, replayed in this run's orders even if not asked for.
+    sc_name = f"sc-{max_samples}"
+    sc_max, ac_beta = (
+        asked[name]
+        if name in asked
+        else run_policies(loaded, [name], orders=replay_orders, max_samples=max_samples)[0]
+        for name in (sc_name, "ac-beta")
+    )
     split = strata_of(loaded) if strata else None
     rows = [
         summary_row(
@@ -167,9 +187,11 @@ def bench(
             if curve
             else None,
             cap=policy_cap(result.policy, loaded, max_samples=max_samples),
+            references=(sc_max, ac_beta),
         )
         for result in results
     ]
+    unit, rows = cost_order(rows)
     if split is not None:
         for row in rows:
             row["strata_from"] = strata_basis(loaded)
@@ -177,4 +199,6 @@ def bench(
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     console = table_console()
-    _render(rows, bank=str(bank), console=console)
+    first = results[0].policy
+    baseline = next(row.get("label", row["policy"]) for row in rows if row["policy"] == first)
+    _render(rows, bank=str(bank), unit=unit, baseline=baseline, console=console)

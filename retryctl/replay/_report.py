@@ -24,10 +24,12 @@ __all__ = [
     "NO_STRATUM",
     "STRATA",
     "CurvePoint",
+    "cost_order",
     "curve_for",
     "paired_delta",
     "policy_cap",
     "policy_label",
+    "relative_costs",
     "run_policies",
     "strata_basis",
     "strata_of",
@@ -129,6 +131,30 @@ def curve_for(bank: CodedBank, name: str, *, orders: Orders, max_samples: int) -
     return points
 
 
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return None if value is None or not base else round(value / base, 4)
+
+
+def relative_costs(result: ReplayResult, *, sc_max: ReplayResult, ac_beta: ReplayResult) -> dict[str, Any]:
+    """A policy's cost against the two reference points of one run: SC at the cap (every sample
+    drawn) and Adaptive-Consistency's Beta test. ``tokens_vs_*`` is ``None`` where the bank does not
+    give token counts; ``samples_vs_*`` is always there."""
+    tokens = result.avg_tokens()
+    return {
+        "tokens_vs_sc_max": _ratio(tokens, sc_max.avg_tokens()),
+        "tokens_vs_ac_beta": _ratio(tokens, ac_beta.avg_tokens()),
+        "samples_vs_sc_max": _ratio(result.avg_samples(), sc_max.avg_samples()),
+        "samples_vs_ac_beta": _ratio(result.avg_samples(), ac_beta.avg_samples()),
+    }
+
+
+def cost_order(rows: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Rows cheapest first, and the unit they are sorted by: ``avg_tokens`` where every row has
+    it (the unit users pay for), else ``avg_samples``. Rows that cost the same keep their order."""
+    unit = "avg_tokens" if rows and all(row["avg_tokens"] is not None for row in rows) else "avg_samples"
+    return unit, sorted(rows, key=lambda row: float(row[unit]))
+
+
 def summary_row(
     result: ReplayResult,
     *,
@@ -136,24 +162,29 @@ def summary_row(
     baseline: ReplayResult | None = None,
     curve: list[CurvePoint] | None = None,
     cap: int | None = None,
+    references: tuple[ReplayResult, ReplayResult] | None = None,
 ) -> dict[str, Any]:
     """The JSON object of one policy: the contract's keys, plus ``strata`` and ``curve`` when asked.
 
     Accuracies are fractions (0 to 1), as every command prints them (``retryctl._scores``), though
     :meth:`ReplayResult.accuracy` is a percent; ``delta`` too. With ``cap``, the row also says the
-    most samples the policy could draw (``cap``) and its honest ``label``."""
+    most samples the policy could draw (``cap``) and its honest ``label``; with ``references`` (SC at
+    the cap, AC-Beta) its :func:`relative_costs`."""
     row: dict[str, Any] = {
         "policy": result.policy,
         **({} if cap is None else {"label": policy_label(result.policy, cap), "cap": cap}),
         "accuracy": round(result.accuracy() / 100, 4),
         "avg_samples": round(result.avg_samples(), 4),
         "avg_tokens": None if (tokens := result.avg_tokens()) is None else round(tokens, 2),
-        "cut_rate": round(result.cut / (result.orders * result.questions), 4) if result.questions else 0.0,
+        # The share of the samples drawn that were cut short (not cuts per question: a fraction).
+        "cut_rate": round(result.cut / drawn, 4) if (drawn := sum(result.samples)) else 0.0,
         "questions": result.questions,
         "orders": result.orders,
         "ece": None if result.ece is None else round(result.ece, 4),
         "auroc": None if result.auroc is None else round(result.auroc, 4),
     }
+    if references is not None:
+        row.update(relative_costs(result, sc_max=references[0], ac_beta=references[1]))
     if strata is not None:
         split: dict[str, Any] = {}
         for stratum, indices in strata.items():

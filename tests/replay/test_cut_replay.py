@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from retryctl.controller.stopping import ConfidenceWeighted, FixedSamples, PredictiveMajority
+from retryctl.controller.stopping import ConfidenceWeighted, FixedSamples, PredictiveCut, PredictiveMajority
 from retryctl.replay import code_bank, make_orders, replay, write_synthetic_bank
 from tests.replay._banks import write_bank
 
@@ -38,6 +38,20 @@ class TestCutShort:
         assert result.samples == (5,) and result.correct == (1,)
         uncut = replay(bank, ConfidenceWeighted(cut=False), orders=identity, max_samples=6)
         assert uncut.cut == 0 and uncut.tokens is not None and uncut.tokens[0] > result.tokens[0]
+
+    def test_the_default_cuts_the_same_samples_and_counts_plain_votes(self, tmp_path: Path) -> None:
+        bank = code_bank(_bank(tmp_path))
+        identity = [[[0, 1, 2, 3, 4, 5]]]
+        default = replay(bank, PredictiveCut(), orders=identity, max_samples=6)
+        weighted = replay(bank, ConfidenceWeighted(), orders=identity, max_samples=6)
+        assert (default.cut, default.tokens) == (weighted.cut, weighted.tokens)
+        assert default.samples == weighted.samples
+        # Without the cut it is the vote-only rule: the two doubtful "b" samples vote and the
+        # question runs to the cap, every token spent.
+        uncut = replay(bank, PredictiveCut(cut=False), orders=identity, max_samples=6)
+        counted = replay(bank, PredictiveMajority(), orders=identity, max_samples=6)
+        assert (uncut.cut, uncut.tokens, uncut.samples) == (counted.cut, counted.tokens, counted.samples)
+        assert uncut.tokens is not None and default.tokens is not None and uncut.tokens[0] > default.tokens[0]
 
     def test_vote_only_rules_spend_every_token_drawn(self, tmp_path: Path) -> None:
         bank = code_bank(_bank(tmp_path))

@@ -2,7 +2,9 @@
 
 Built-ins: :class:`FixedSamples` (``sc-N``), :class:`ThresholdRule` (``threshold``), :class:`EscWindow`
 (``esc``), :class:`AdaptiveBeta` (``ac-beta``), :class:`AdaptiveDirichlet` (``ac-dirichlet``),
-:class:`DifficultyBudget` (``budget``) and the default, :class:`PredictiveMajority` (``default``).
+:class:`DifficultyBudget` (``budget``), :class:`PredictiveMajority` (``predictive``),
+:class:`ConfidenceWeighted` (``weighted``) and the default, :class:`PredictiveCut` (``default``:
+``predictive`` with samples cut short).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from retryctl.controller.stopping._base import (
     as_rule,
     fewest_more,
 )
+from retryctl.controller.stopping._default import PredictiveCut
 from retryctl.controller.stopping._maths import (
     beta_sf_half,
 )
@@ -56,6 +59,7 @@ __all__ = [
     "DifficultyBudget",
     "EscWindow",
     "FixedSamples",
+    "PredictiveCut",
     "PredictiveMajority",
     "RuleLike",
     "StopAll",

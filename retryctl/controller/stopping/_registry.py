@@ -1,7 +1,7 @@
 """Policy names, as the CLI and configs spell them: ``default``, ``predictive``, ``sc-N``, ``esc``, ...
 
 A name may carry one parameter after a colon, the knob a sweep turns: ``ac-beta:0.99`` (threshold),
-``default:0.99`` and ``predictive:0.99`` (threshold), ``esc:8`` (window), ``threshold:0.9``
+``default:0.99``, ``predictive:0.99`` and ``weighted:0.99`` (threshold), ``esc:8`` (window), ``threshold:0.9``
 (agreement), ``budget:2`` (probe).
 ``sc-N`` carries its knob in the name.
 """
@@ -18,6 +18,7 @@ from retryctl.controller.stopping._adaptive import (
     PredictiveMajority,
 )
 from retryctl.controller.stopping._base import StopRule
+from retryctl.controller.stopping._default import PredictiveCut
 from retryctl.controller.stopping._simple import (
     DifficultyBudget,
     EscWindow,
@@ -35,7 +36,9 @@ __all__ = [
     "parse_stopping_rule",
 ]
 
-KNOWN_POLICIES = ["default", "predictive", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
+KNOWN_POLICIES = [
+    "default", "predictive", "sc-N", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget", "weighted",
+]  # fmt: skip
 """Every name :func:`parse_stopping_rule` accepts (``sc-N`` with N a positive integer)."""
 
 BUILTIN_POLICIES = ["default", "predictive", "sc-40", "esc", "ac-beta", "ac-dirichlet", "threshold", "budget"]
@@ -49,8 +52,8 @@ class StoppingRuleSpec:
     """A parsed name: the family, its parameter (``None`` = the family's default) and the sweep."""
 
     family: str
-    """``default``, ``predictive``, ``sc``, ``esc``, ``ac-beta``, ``ac-dirichlet``, ``threshold`` or
-    ``budget``."""
+    """``default``, ``predictive``, ``weighted``, ``sc``, ``esc``, ``ac-beta``, ``ac-dirichlet``,
+    ``threshold`` or ``budget``."""
     param: float | None
     """The knob's value, or ``None`` for the family default."""
 
@@ -79,6 +82,11 @@ def _as_int(param: float | None, default: int) -> int:
 
 _FAMILIES: dict[str, _Family] = {
     "default": _Family(
+        lambda p: PredictiveCut() if p is None else PredictiveCut(threshold=p),
+        (0.8, 0.9, 0.95, 0.975, 0.99, 0.995),
+        integer=False,
+    ),
+    "weighted": _Family(
         lambda p: ConfidenceWeighted() if p is None else ConfidenceWeighted(threshold=p),
         (0.8, 0.9, 0.95, 0.975, 0.99, 0.995),
         integer=False,
@@ -151,6 +159,6 @@ def parse_stopping_rule(name: str) -> StoppingRuleSpec:
 
 
 def default_stopping_rule() -> StopRule:
-    """The default stopping policy (:class:`ConfidenceWeighted` with its documented parameters: it is
-    :class:`PredictiveMajority` where samples carry no token confidence)."""
-    return ConfidenceWeighted()
+    """The default stopping policy (:class:`PredictiveCut` with its documented parameters: it is
+    :class:`PredictiveMajority` where samples carry no token logprobs, so nothing is cut)."""
+    return PredictiveCut()

@@ -1,4 +1,4 @@
-"""The default with token logprobs: confidence-weighted votes, and samples cut short.
+"""Confidence-weighted votes, and samples cut short (the default before #32; ``weighted`` by name).
 
 ``ConfidenceWeighted`` is :class:`PredictiveMajority` asked of weighted votes. Each answered sample's
 vote weighs its token confidence relative to the mean confidence of the step's samples (so the
@@ -12,7 +12,9 @@ Samples cut short (DeepConf's online filter, Fu et al. 2025): once ``warmup`` sa
 ``GROUP_WINDOW`` consecutive tokens, :func:`group_floor`) that any of those first samples ever fell
 to. A later sample whose running group confidence falls below it is stopped there: it was, over some
 stretch, less sure than every one of the first samples ever was. Its tokens are spent and counted; it
-gives no vote, and the rule's horizon shrinks by one. See docs/stopping.md.
+gives no vote, and the rule's horizon shrinks by one. It took more samples than ``predictive`` on
+every bank measured, and lost accuracy to it on one it had not seen, so the default is now
+:class:`~retryctl.controller.stopping.PredictiveCut` (the same cut, plain votes). See docs/stopping.md.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from retryctl._cut import cut_point as _cut_point
 from retryctl.controller._signals import weakest_span
 from retryctl.controller.stopping._adaptive import PredictiveMajority, predictive_stay_prob
 from retryctl.controller.stopping._base import StopDecision, StopRule, Tally
+from retryctl.controller.stopping._default import first_floor_bound
 from retryctl.controller.stopping._maths import beta_sf_half
 from retryctl.controller.stopping._validate import check_int_at_least, check_positive, check_probability
 from retryctl.controller.stopping._votes import cap_reached
@@ -76,7 +79,7 @@ def _weighted_votes(tally: Tally) -> tuple[list[tuple[str | None, float]], float
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class ConfidenceWeighted(StopRule):
-    """The default: :class:`PredictiveMajority` over confidence-weighted votes, with samples cut short.
+    """:class:`PredictiveMajority` over confidence-weighted votes, with samples cut short (``weighted``).
 
     Three documented parameters, none fitted to a bank: ``threshold`` 0.975 and ``prior`` 0.5 are the
     predictive rule's (same test, same meaning); ``warmup`` 2 is the fewest complete samples that
@@ -91,7 +94,7 @@ class ConfidenceWeighted(StopRule):
     """Complete samples whose lowest group confidence sets the cut bound."""
     cut: bool = True
     """Whether to cut samples short at all (``False``: weighted votes only)."""
-    name: str = field(init=False, default="default", compare=False)
+    name: str = field(init=False, default="weighted", compare=False)
     order_free: bool = field(init=False, default=True, compare=False)
     soonest_on_agreement: bool = field(init=False, default=True, compare=False)
 
@@ -107,10 +110,7 @@ class ConfidenceWeighted(StopRule):
     def cut_bound(self, floors: Sequence[float | None]) -> float | None:
         """The group confidence below which a new sample is cut, from the complete samples' floors
         (:func:`group_floor`, in drawing order); ``None`` until ``warmup`` of them have one."""
-        first = [f for f in floors[: self.warmup] if f is not None]
-        if not self.cut or len(first) < self.warmup:
-            return None
-        return min(first)
+        return first_floor_bound(floors, self.warmup) if self.cut else None
 
     def __call__(self, tally: Tally) -> StopDecision:
         if not any(c is not None for c in tally.confidences):

@@ -18,6 +18,7 @@ from retryctl.controller.stopping import (
     DifficultyBudget,
     EscWindow,
     FixedSamples,
+    PredictiveCut,
     PredictiveMajority,
     StoppingRule,
     Tally,
@@ -26,6 +27,8 @@ from retryctl.controller.stopping import (
 )
 
 PROMISING: list[StoppingRule] = [
+    PredictiveCut(),
+    PredictiveCut(threshold=0.5, warmup=1),
     ConfidenceWeighted(),
     ConfidenceWeighted(threshold=0.5, cut=False),
     PredictiveMajority(),

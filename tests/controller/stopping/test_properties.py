@@ -14,6 +14,7 @@ from retryctl.controller.stopping import (
     DifficultyBudget,
     EscWindow,
     FixedSamples,
+    PredictiveCut,
     PredictiveMajority,
     StopDecision,
     StoppingRule,
@@ -24,6 +25,8 @@ from retryctl.controller.stopping import (
 )
 
 BASE_RULES: list[StopRule] = [
+    PredictiveCut(),
+    PredictiveCut(threshold=0.5, warmup=1),
     ConfidenceWeighted(),
     ConfidenceWeighted(threshold=0.5, warmup=1),
     FixedSamples(n=1),

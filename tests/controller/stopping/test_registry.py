@@ -13,6 +13,7 @@ from retryctl.controller.stopping import (
     DifficultyBudget,
     EscWindow,
     FixedSamples,
+    PredictiveCut,
     PredictiveMajority,
     ThresholdRule,
     default_stopping_rule,
@@ -25,7 +26,8 @@ class TestParsePolicy:
     @pytest.mark.parametrize(
         ("name", "kind"),
         [
-            ("default", ConfidenceWeighted),
+            ("default", PredictiveCut),
+            ("weighted", ConfidenceWeighted),
             ("predictive", PredictiveMajority),
             ("sc-40", FixedSamples),
             ("esc", EscWindow),
@@ -45,7 +47,8 @@ class TestParsePolicy:
         assert parse_stopping_rule("sc-7").build() == FixedSamples(n=7)
         assert parse_stopping_rule("esc:8").build() == EscWindow(window=8)
         assert parse_stopping_rule("threshold:0.9").build() == ThresholdRule(agreement=0.9)
-        assert parse_stopping_rule("default:0.99").build() == ConfidenceWeighted(threshold=0.99)
+        assert parse_stopping_rule("default:0.99").build() == PredictiveCut(threshold=0.99)
+        assert parse_stopping_rule("weighted:0.99").build() == ConfidenceWeighted(threshold=0.99)
         assert parse_stopping_rule("predictive:0.99").build() == PredictiveMajority(threshold=0.99)
         assert parse_stopping_rule("budget:5").build() == DifficultyBudget(probe=5, easy_max=5)
 
@@ -72,4 +75,4 @@ class TestParsePolicy:
                 parse_stopping_rule(swept)
 
     def test_default_policy_is_the_documented_one(self) -> None:
-        assert default_stopping_rule() == ConfidenceWeighted(threshold=0.975, prior=0.5, warmup=2)
+        assert default_stopping_rule() == PredictiveCut(threshold=0.975, prior=0.5, warmup=2)

@@ -33,7 +33,7 @@ class TestWithoutConfidences:
             counted.confidence,
             counted.reason,
         )
-        assert weighted.rule == "default" and counted.rule == "predictive"
+        assert weighted.rule == "weighted" and counted.rule == "predictive"
         assert weighted.leader is None
 
     @settings(max_examples=200, deadline=None)
