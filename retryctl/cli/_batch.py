@@ -9,14 +9,12 @@ tasks were kept and the command that resumes).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
-import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext, redirect_stdout
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -48,6 +46,7 @@ from retryctl.cli._console import grade_mark
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._quiet_stdout import run_quietly
 from retryctl.cli._ray_option import RayOption, node_counts, ray_executor
 from retryctl.cli._token_log_option import Keep, TokenLogMaxOption, TokenLogOption, token_log_of
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
@@ -374,9 +373,8 @@ def batch(
     graph = _GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
     run = _Run(config=config, console=console, executor=executor, log=decision_log)
     try:
-        outcome = _run_session(
-            _session(graph, tasks=tasks, pending=pending, out=out, run=run), as_json=as_json
-        )
+        # Under --json stdout is the summary alone (_quiet_stdout).
+        outcome = run_quietly(_session(graph, tasks=tasks, pending=pending, out=out, run=run), quiet=as_json)
     except KeyboardInterrupt:
         finished = len(read_results(out).finished)
         interrupted(
@@ -436,14 +434,6 @@ class _Run:
     console: Console
     executor: RayExecutor | None = None
     log: DecisionLog | None = None
-
-
-def _run_session(session: Coroutine[Any, Any, BatchOutcome | None], *, as_json: bool) -> BatchOutcome | None:
-    """``asyncio.run(session)``; under ``--json`` with stdout sent to stderr while it runs, so that stdout
-    is the summary alone (Ray's driver prints its cluster's error messages, such as a task retried after
-    its worker died, to stdout from a thread of its own)."""
-    with redirect_stdout(sys.stderr) if as_json else nullcontext():
-        return asyncio.run(session)
 
 
 async def _session(
