@@ -172,6 +172,26 @@ def _open_log(path: Path, console: Console, *, resume: bool) -> DecisionLog:
     return decision_log
 
 
+def _factory_kwargs(
+    *, base_url: str | None, model_name: str | None, breakers: str | None, policy: Policy | None
+) -> dict[str, Any]:
+    """What the graph factory is passed besides ``log`` and ``checkpointer``: the options given. A
+    ``--breakers`` value that is no store (``retryctl serve --breakers``'s syntax) exits 2."""
+    kwargs: dict[str, Any] = {}
+    if base_url is not None or model_name is not None:
+        kwargs.update(base_url=base_url, model_name=model_name)
+    if breakers is not None:
+        from retryctl.runtime._stores import check_breakers
+
+        try:
+            kwargs["breakers"] = check_breakers(breakers, field="--breakers")
+        except ConfigError as exc:
+            _fail(str(exc))
+    if policy is not None:
+        kwargs["policy"] = policy
+    return kwargs
+
+
 def _calibration(value: str | None, graph_spec: str, base_url: str | None) -> CalibrationChoice | None:
     """The demo agent's calibration (``None`` for a graph of one's own, which sets its own policy);
     a bad ``--calibration`` exits 2 before anything is written."""
@@ -269,12 +289,25 @@ def batch(
     token_log: TokenLogOption = None,
     token_log_max: TokenLogMaxOption = None,
     ray: RayOption = None,
+    breakers: Annotated[
+        str | None,
+        typer.Option(
+            "--breakers",
+            help="Circuit breakers' state (passed to the factory as breakers=): memory, sqlite:PATH or "
+            "redis://host:port/db, which every worker on every node of --ray shares.",
+        ),
+    ] = None,
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
     _check_paths(tasks_path, out, log, checkpoints)
     choice = _calibration(calibration, graph_spec, base_url)
-    policy = _demo_agent_policy(choice, token_log, token_log_max)
+    factory_kwargs = _factory_kwargs(
+        base_url=base_url,
+        model_name=model_name,
+        breakers=breakers,
+        policy=_demo_agent_policy(choice, token_log, token_log_max),
+    )
     tasks, pending, earlier = _pending(tasks_path, out, resume=resume)
     _check_same_calibration(out, earlier, choice)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
@@ -299,11 +332,7 @@ def batch(
         )
     except ConfigError as exc:
         _fail(str(exc))
-    factory_kwargs: dict[str, Any] = {}
-    if base_url is not None or model_name is not None:
-        factory_kwargs.update(base_url=base_url, model_name=model_name)
     if choice is not None:
-        factory_kwargs["policy"] = policy
         console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     decision_log = _open_log(log, console, resume=resume) if pending and log is not None else None
     graph = GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
