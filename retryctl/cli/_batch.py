@@ -293,8 +293,10 @@ def batch(
         str | None,
         typer.Option(
             "--breakers",
-            help="Circuit breakers' state (passed to the factory as breakers=): memory, sqlite:PATH or "
-            "redis://host:port/db, which every worker on every node of --ray shares.",
+            metavar="STORE",
+            help="Where the graph's circuit breakers keep their state (passed to the factory as "
+            "breakers=): memory, sqlite:PATH or redis://host:port/db (on Redis one state for every worker "
+            "on every node).",
         ),
     ] = None,
 ) -> None:
