@@ -25,12 +25,13 @@ from retryctl.agent._counts import whole_counts
 from retryctl.agent._members import AnswerBackend, ToolBackend, numbers_from_question
 from retryctl.agent._prompts import demo_equivalence
 from retryctl.audit import DecisionLog
-from retryctl.controller import LIMIT_NAMES, Budget, Calibration, Clock, Policy
+from retryctl.controller import LIMIT_NAMES, Breaker, Budget, Calibration, Clock, Policy
 from retryctl.exceptions import ConfigError
 from retryctl.models import EmbeddedBackend, ModelBackend, RetrySettings
 from retryctl.nodes import ControlledStep, SamplingSchedule, StepVerdict, WaitRetryAfter
 from retryctl.nodes._events import run_id_from_config
 from retryctl.nodes._runnable import twin_node
+from retryctl.runtime._stores import breaker_store
 from retryctl.tools import ToolRegistry, default_registry
 
 __all__ = [
@@ -215,6 +216,7 @@ def build_demo_graph(
     checkpointer: Checkpointer = None,
     n_threads: int | None = None,
     timeout_s: float = 30.0,
+    breakers: str | Breaker | None = None,
     clock: Clock = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> CompiledStateGraph[DemoState, None, DemoState, DemoState]:
@@ -230,11 +232,19 @@ def build_demo_graph(
     at ``ask_user`` with ``interrupt()`` and needs a ``checkpointer``; otherwise ``ask_user`` ends the
     run with status ``needs_user``. Invoke with ``{"configurable": {"run_id": ...}}`` to name the run
     in the decision log.
+
+    ``breakers`` guards the group's members with circuit breakers: a :class:`Breaker`, or where its
+    state lives (``memory``, ``sqlite:PATH`` or ``redis://host:port/db``, as ``retryctl batch
+    --breakers`` says it), for a breaker with the default config (5 failures open it for 30 s) over
+    that store. Its keys are the members' names: the model's name (``model_name``) for its own
+    answers, ``calculator`` and ``python`` for the tool members (the same model writing an
+    expression). On Redis every worker of a batch, on every node, reads and writes one state per key.
     """
     if interactive and checkpointer is None:
         raise ConfigError(field="checkpointer", value=None, problem="an interactive run needs one")
     if model is not None and (base_url is not None or model_name is not None):
         raise ConfigError(field="model", value=model.name, problem="pass a model or a server, not both")
+    breaker = Breaker(store=breaker_store(breakers)) if isinstance(breakers, str) else breakers
     backend = model or demo_model(base_url, model_name, n_threads, timeout_s)
     if policy is None:
         # The shipped calibration was fitted on the embedded model's outcomes: it says nothing of
@@ -255,6 +265,7 @@ def build_demo_graph(
         # An answer that is no count of what the question counts ("-48 pens") fails another, so
         # that the feedback names the count (the members write the finding: retryctl/agent/_counts.py).
         validators=[numbers_from_question, whole_counts],
+        breaker=breaker,
         log=log,
         # A demo waits briefly between retries; a server's Retry-After is still honoured up to 30 s.
         backoff=WaitRetryAfter(wait_exponential(multiplier=0.25, max=2.0), max_wait_s=30.0),

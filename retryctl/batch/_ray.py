@@ -7,7 +7,7 @@ Public shape::
     executor = RayExecutor(address="local", workers=None, max_in_flight=None, per_worker=4)
     await run_batch(GraphJob(spec=...), tasks, results, config=config, executor=executor, log=log)
 
-    retryctl batch TASKS --out R --log L --ray local             # a cluster started for the run
+    retryctl batch TASKS --out R --log L --ray                   # a cluster started for the run
     retryctl batch TASKS --out R --log L --ray 127.0.0.1:6379    # an existing one (or auto, ray://...)
 
 ``address`` is what ``ray.init`` takes: ``local`` starts a cluster on this machine for the run (bound to
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,10 +45,32 @@ from retryctl.batch._executor import Done, Job
 from retryctl.batch._files import Task
 from retryctl.exceptions import ConfigError
 
-__all__ = ["LOCAL", "RayExecutor"]
+__all__ = ["AUTO", "LOCAL", "RayExecutor", "check_address"]
 
 LOCAL = "local"
 """The address that starts a cluster on this machine for the run (``ray.init(address="local")``)."""
+
+AUTO = "auto"
+"""The address of the cluster ``ray start`` made on this machine."""
+
+_ADDRESS = re.compile(r"(?:ray://)?(?P<host>[^\s:/]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})")
+"""``HOST:PORT`` or ``ray://HOST:PORT`` (an IPv6 host in brackets)."""
+
+
+def check_address(address: str, *, field: str = "address") -> str:
+    """``address`` if Ray can take it (``local``, ``auto``, ``HOST:PORT``, ``ray://HOST:PORT``); else a
+    ``ConfigError`` naming ``field``, before anything connects (a word that is not an address, such as
+    a task file taken for one, would otherwise reach ``ray.init``)."""
+    value = address.strip() if isinstance(address, str) else address
+    if value in (LOCAL, AUTO):
+        return value
+    match = _ADDRESS.fullmatch(value) if isinstance(value, str) else None
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise ConfigError(
+            field=field, value=address, problem="give local, auto, HOST:PORT or ray://HOST:PORT"
+        )
+    return value
+
 
 _LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 """For a cluster started for the run: no token written under ~/.ray, no usage report."""
@@ -103,8 +126,7 @@ class RayExecutor:
         num_cpus: int | None = None,
         runtime_env: Mapping[str, Any] | None = None,
     ) -> None:
-        if not isinstance(address, str) or not address.strip():
-            raise ConfigError(field="ray", value=address, problem="give an address: local, auto or HOST:PORT")
+        check_address(address)
         for name, value in (("workers", workers), ("max_in_flight", max_in_flight), ("num_cpus", num_cpus)):
             if value is not None:
                 _positive(name, value)

@@ -9,21 +9,13 @@ tasks were kept and the command that resumes).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sqlite3
-import sys
-from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
@@ -32,51 +24,30 @@ from retryctl.audit import DecisionLog
 from retryctl.batch import (
     DEFAULT_GRAPH,
     BatchConfig,
-    BatchOutcome,
-    GraphJob,
-    Invocable,
-    ResultsFile,
     Task,
     TaskFormatError,
-    load_graph,
     load_tasks,
     read_results,
-    run_batch,
     summarise_results,
 )
-from retryctl.cli._console import grade_mark
+from retryctl.cli._batch_session import GraphSpec, Run, session
+from retryctl.cli._batch_session import fail as _fail
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._logs import TORN_TAIL, open_verified
 from retryctl.cli._model_check import require_embedded_build, require_extra
-from retryctl.cli._ray_option import RayOption, node_counts, ray_executor
+from retryctl.cli._quiet_stdout import run_quietly
+from retryctl.cli._ray_option import RayOption, ray_executor
 from retryctl.cli._token_log_option import Keep, TokenLogMaxOption, TokenLogOption, token_log_of
 from retryctl.exceptions import ConfigError, LogIntegrityError, UsageError
 
 if TYPE_CHECKING:
-    from retryctl.batch._ray import RayExecutor
     from retryctl.controller import Policy
     from retryctl.evals._choice import CalibrationChoice
 
 __all__ = ["batch"]
 
 _ERRORS_EXIT = 1
-_USAGE_EXIT = 2
 _PAUSED_EXIT = 3
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(_USAGE_EXIT)
-
-
-def _describe(line: dict[str, Any]) -> str:
-    if line["status"] == "error":
-        return f"{line['id']}: error after {line['tries']} tries: {line['error']}"
-    conf = "" if line.get("confidence") is None else f" (confidence {line['confidence']:.2f})"
-    mark = grade_mark(line)
-    budget = " [at max budget]" if line.get("at_max_budget") else ""
-    answer = "no answer" if line.get("answer") is None else repr(line["answer"])  # as `eval` says it
-    return f"{line['id']}: {line['status']} {answer}{conf}{mark}{budget}"
 
 
 def _print_summary(summary: dict[str, Any], console: Console) -> None:
@@ -201,6 +172,26 @@ def _open_log(path: Path, console: Console, *, resume: bool) -> DecisionLog:
     return decision_log
 
 
+def _factory_kwargs(
+    *, base_url: str | None, model_name: str | None, breakers: str | None, policy: Policy | None
+) -> dict[str, Any]:
+    """What the graph factory is passed besides ``log`` and ``checkpointer``: the options given. A
+    ``--breakers`` value that is no store (``retryctl serve --breakers``'s syntax) exits 2."""
+    kwargs: dict[str, Any] = {}
+    if base_url is not None or model_name is not None:
+        kwargs.update(base_url=base_url, model_name=model_name)
+    if breakers is not None:
+        from retryctl.runtime._stores import check_breakers
+
+        try:
+            kwargs["breakers"] = check_breakers(breakers, field="--breakers")
+        except ConfigError as exc:
+            _fail(str(exc))
+    if policy is not None:
+        kwargs["policy"] = policy
+    return kwargs
+
+
 def _calibration(value: str | None, graph_spec: str, base_url: str | None) -> CalibrationChoice | None:
     """The demo agent's calibration (``None`` for a graph of one's own, which sets its own policy);
     a bad ``--calibration`` exits 2 before anything is written."""
@@ -236,42 +227,6 @@ def _demo_agent_policy(
     policy = demo_policy(choice.calibration)
     tokens = token_log_of(keep, max_tokens, policy.token_log)
     return policy if tokens is None else policy.model_copy(update={"token_log": tokens})
-
-
-@dataclass(frozen=True, kw_only=True)
-class _GraphSpec:
-    """What to load, and with what."""
-
-    spec: str
-    factory_kwargs: dict[str, Any]
-    checkpoints: Path | None
-
-
-@asynccontextmanager
-async def _graph(graph: _GraphSpec) -> AsyncIterator[Invocable]:
-    """The graph, loaded inside the event loop; with ``--checkpoints`` on an ``AsyncSqliteSaver`` over
-    that file (it can only be made in a running loop), closed on the way out."""
-    async with AsyncExitStack() as stack:
-        checkpointer = None
-        if graph.checkpoints is not None:
-            # Imported here: the other commands never load the SQLite checkpointer.
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            name = os.fspath(graph.checkpoints)
-            try:
-                checkpointer = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(name))
-                await checkpointer.setup()  # a file that is not SQLite fails here, not in every task
-            except sqlite3.Error as exc:
-                _fail(f"{name}: cannot use as --checkpoints: {exc}")
-        try:
-            loaded = load_graph(graph.spec, checkpointer=checkpointer, **graph.factory_kwargs)
-        except ConfigError as exc:
-            _fail(str(exc))
-        except Exception as exc:  # the factory's own failure: name it in one line, not a traceback
-            lines = str(exc).splitlines()
-            detail = f": {lines[0]}" if lines else ""
-            _fail(f"--graph {graph.spec}: loading the graph raised {type(exc).__name__}{detail}")
-        yield loaded
 
 
 def batch(
@@ -334,12 +289,27 @@ def batch(
     token_log: TokenLogOption = None,
     token_log_max: TokenLogMaxOption = None,
     ray: RayOption = None,
+    breakers: Annotated[
+        str | None,
+        typer.Option(
+            "--breakers",
+            metavar="STORE",
+            help="Where the graph's circuit breakers keep their state (passed to the factory as "
+            "breakers=): memory, sqlite:PATH or redis://host:port/db (on Redis one state for every worker "
+            "on every node).",
+        ),
+    ] = None,
 ) -> None:
     """Run a graph over every task with adaptive per-task budgets; results are appended as tasks finish."""
     console = Console(stderr=as_json)
     _check_paths(tasks_path, out, log, checkpoints)
     choice = _calibration(calibration, graph_spec, base_url)
-    policy = _demo_agent_policy(choice, token_log, token_log_max)
+    factory_kwargs = _factory_kwargs(
+        base_url=base_url,
+        model_name=model_name,
+        breakers=breakers,
+        policy=_demo_agent_policy(choice, token_log, token_log_max),
+    )
     tasks, pending, earlier = _pending(tasks_path, out, resume=resume)
     _check_same_calibration(out, earlier, choice)
     if pending and graph_spec == DEFAULT_GRAPH and base_url is None:
@@ -364,19 +334,14 @@ def batch(
         )
     except ConfigError as exc:
         _fail(str(exc))
-    factory_kwargs: dict[str, Any] = {}
-    if base_url is not None or model_name is not None:
-        factory_kwargs.update(base_url=base_url, model_name=model_name)
     if choice is not None:
-        factory_kwargs["policy"] = policy
         console.print(choice.describe(), markup=False, highlight=False, soft_wrap=True)
     decision_log = _open_log(log, console, resume=resume) if pending and log is not None else None
-    graph = _GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
-    run = _Run(config=config, console=console, executor=executor, log=decision_log)
+    graph = GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
+    run = Run(config=config, console=console, executor=executor, log=decision_log)
     try:
-        outcome = _run_session(
-            _session(graph, tasks=tasks, pending=pending, out=out, run=run), as_json=as_json
-        )
+        # Under --json stdout is the summary alone (_quiet_stdout).
+        outcome = run_quietly(session(graph, tasks=tasks, pending=pending, out=out, run=run), quiet=as_json)
     except KeyboardInterrupt:
         finished = len(read_results(out).finished)
         interrupted(
@@ -416,112 +381,3 @@ def batch(
             soft_wrap=True,
         )
         raise typer.Exit(_ERRORS_EXIT)
-
-
-@contextmanager
-def _usage_errors() -> Iterator[None]:
-    """A ``ConfigError`` raised while the batch starts (under ``--ray``, a worker that cannot build the
-    graph) exits 2 naming it, as one raised before."""
-    try:
-        yield
-    except ConfigError as exc:
-        _fail(str(exc))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Run:
-    """How the pending tasks run: in this process, or on ``executor``'s workers (``--ray``)."""
-
-    config: BatchConfig
-    console: Console
-    executor: RayExecutor | None = None
-    log: DecisionLog | None = None
-
-
-def _run_session(session: Coroutine[Any, Any, BatchOutcome | None], *, as_json: bool) -> BatchOutcome | None:
-    """``asyncio.run(session)``; under ``--json`` with stdout sent to stderr while it runs, so that stdout
-    is the summary alone (Ray's driver prints its cluster's error messages, such as a task retried after
-    its worker died, to stdout from a thread of its own)."""
-    with redirect_stdout(sys.stderr) if as_json else nullcontext():
-        return asyncio.run(session)
-
-
-async def _session(
-    graph_spec: _GraphSpec, *, tasks: list[Task], pending: list[Task], out: Path, run: _Run
-) -> BatchOutcome | None:
-    """Load the graph (when a task is pending), open the results file, run the pending tasks."""
-    console = run.console
-    async with AsyncExitStack() as stack:
-        graph: Invocable | GraphJob | None = None
-        if pending and run.executor is not None:  # each worker builds it
-            graph = GraphJob(spec=graph_spec.spec, factory_kwargs=graph_spec.factory_kwargs)
-        elif pending:
-            if run.log is not None:  # the graph writes it (under --ray, the driver does)
-                kwargs = {**graph_spec.factory_kwargs, "log": run.log}
-                graph_spec = _GraphSpec(
-                    spec=graph_spec.spec, factory_kwargs=kwargs, checkpoints=graph_spec.checkpoints
-                )
-            graph = await stack.enter_async_context(_graph(graph_spec))
-        results = ResultsFile(out)
-        stack.callback(results.close)
-        if results.cut_bytes:
-            console.print(
-                f"[yellow]{out}: cut a torn last line ({results.cut_bytes} bytes) left by a crash; "
-                "its task runs again[/yellow]",
-                soft_wrap=True,
-            )
-        skipped = len(tasks) - len(pending)
-        if skipped:
-            console.print(
-                f"resuming: {skipped} of {len(tasks)} tasks already finished in {out}", soft_wrap=True
-            )
-        if graph is None:
-            return None
-        return await _run(graph, pending, results, run, done=skipped, total=len(tasks))
-
-
-async def _run(
-    graph: Invocable | GraphJob,
-    pending: list[Task],
-    results: ResultsFile,
-    run: _Run,
-    *,
-    done: int,
-    total: int,
-) -> BatchOutcome:
-    console = run.console
-    # On a terminal a live bar; elsewhere (CI, a pipe) one line per finished task, which logs well.
-    live = console.is_terminal
-    progress = Progress(
-        TextColumn("[bold]batch"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=console,
-        disable=not live,
-    )
-    bar = progress.add_task("batch", total=total, completed=done, last="")
-    counter = [done]
-    nodes: Counter[str] = Counter()
-
-    def on_done(line: dict[str, Any]) -> None:
-        counter[0] += 1
-        text = _describe(line)
-        if "node" in line:  # under --ray: where the tasks ran, per node
-            nodes[str(line["node"])] += 1
-            text = f"[{node_counts(nodes)}] {text}"
-        progress.update(bar, advance=1, last=text[: 60 if not nodes else 120])
-        if not live:
-            console.print(f"[{counter[0]}/{total}] {text}", markup=False, highlight=False, soft_wrap=True)
-
-    with progress, _usage_errors():
-        return await run_batch(
-            graph,
-            pending,
-            results,
-            config=run.config,
-            on_done=on_done,
-            executor=run.executor,
-            log=run.log if run.executor is not None else None,  # else the graph holds it
-        )

@@ -3,7 +3,6 @@ figures that say how far its ``accept`` can be trusted (docs/evals.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ from retryctl._scores import FIGURES, LABELS, cell
 from retryctl.cli._console import grade_mark, table_console
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._quiet_stdout import run_quietly
 from retryctl.cli._ray_option import RayOption, ray_executor
 from retryctl.exceptions import ConfigError, TaskFormatError
 
@@ -165,7 +165,9 @@ def eval_(
     # Under --ray the workers build the model from where it is (base_url, model_name) themselves.
     remote: dict[str, Any] = {"executor": executor, "base_url": base_url, "model_name": model_name}
     try:
-        asyncio.run(run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done, **remote))
+        # Stdout is the report alone: Ray's driver would print to it from its thread (_quiet_stdout).
+        run = run_eval(tasks, out, model=model, policy=policy, plan=plan, on_done=on_done, **remote)
+        run_quietly(run, quiet=executor is not None)
     except KeyboardInterrupt:
         kept = ", ".join(
             f"{len(ids & set(read_results(out / name).finished))} of {len(ids)} in {name}"

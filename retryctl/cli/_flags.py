@@ -13,6 +13,8 @@ from typing import Any
 
 from typer.core import TyperCommand, TyperGroup
 
+from retryctl.cli._ray_option import RAY, bare_ray
+
 __all__ = ["FlagCommand", "FlagGroup"]
 
 
@@ -30,6 +32,13 @@ class FlagCommand(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         """The command's parameters, flags given an empty metavar."""
         return _bare(super().get_params(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Parse ``args``; in a command with ``--ray``, a bare ``--ray`` is ``--ray=local`` (the
+        vendored click has no option of an optional value: see ``_ray_option``)."""
+        if any(RAY in getattr(param, "opts", ()) for param in self.params):
+            args = bare_ray(args)
+        return super().parse_args(ctx, args)
 
 
 class FlagGroup(TyperGroup):

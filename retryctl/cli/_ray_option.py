@@ -1,10 +1,13 @@
-"""``--ray ADDRESS`` of ``batch``, ``eval`` and ``record``: run the tasks on a Ray cluster.
+"""``--ray [ADDRESS]`` of ``batch``, ``eval`` and ``record``: run the tasks on a Ray cluster.
 
-``--ray local`` starts a cluster on this machine for the run (stopped at its end); ``--ray auto`` joins
-the one ``ray start`` made here; ``--ray HOST:PORT`` (or ``ray://HOST:PORT``) connects to one. These
-are ``ray.init``'s own address values. A bare ``--ray`` with no value is not offered: typer's parser
-(0.29) has no option with an optional value (click's ``is_flag=False, flag_value=``), so ``local``
-is said out loud.
+``--ray`` alone (or ``--ray local``) starts a cluster on this machine for the run (stopped at its end);
+``--ray auto`` joins the one ``ray start`` made here; ``--ray HOST:PORT`` (or ``ray://HOST:PORT``)
+connects to one. These are ``ray.init``'s own address values.
+
+A bare ``--ray``: typer 0.29 vendors a click without options of an optional value (click's
+``is_flag=False, flag_value=``), so :func:`bare_ray` rewrites a bare ``--ray`` of these three commands
+into ``--ray=local`` before their arguments are parsed (``FlagCommand.parse_args``, which runs for the
+``retryctl`` command and for tests' ``app`` alike). ``--ray=ADDR`` and ``--ray ADDR`` are left as given.
 
 Under ``--ray`` a command's ``--concurrency`` is the tasks each worker runs at once; the workers are
 the cluster's CPUs (one actor per CPU), so tasks out at once are workers x concurrency.
@@ -23,19 +26,38 @@ from retryctl.cli._model_check import require_extra
 if TYPE_CHECKING:
     from retryctl.batch._ray import RayExecutor
 
-__all__ = ["RayOption", "node_counts", "ray_executor"]
+__all__ = ["RAY", "RayOption", "bare_ray", "node_counts", "ray_executor"]
+
+RAY = "--ray"
+"""The option's name."""
+
+_BARE = "local"
+"""What a bare ``--ray`` means: a cluster started for the run."""
 
 RayOption = Annotated[
     str | None,
     typer.Option(
-        "--ray",
-        metavar="ADDRESS",
-        help="Run the tasks on a Ray cluster (the ray extra): 'local' starts one for the run, 'auto' "
-        "joins the one started here, HOST:PORT connects to one. This process stays the only writer of "
-        "results and the decision log.",
+        RAY,
+        metavar="[ADDRESS]",
+        help="Run the tasks on a Ray cluster (the ray extra): alone or 'local' starts one for the run, "
+        "'auto' joins the one started here, HOST:PORT connects to one. This process stays the only "
+        "writer of results and the decision log.",
         show_default=False,
     ),
 ]
+
+
+def bare_ray(args: list[str]) -> list[str]:
+    """``args`` with a bare ``--ray`` (the last argument, or followed by another option) made
+    ``--ray=local``; anything after ``--`` is an argument, left alone."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == RAY and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            # No address starts with "-": the next word is another option (or "--").
+            out[i] = f"{RAY}={_BARE}"
+    return out
 
 
 def ray_executor(
@@ -50,10 +72,11 @@ def ray_executor(
             typer.echo(f"error: {option} cannot be used with --ray (workers on other machines)", err=True)
             raise typer.Exit(2)
     require_extra("ray", f"{command} --ray")
-    from retryctl.batch._ray import RayExecutor
+    from retryctl.batch._ray import RayExecutor, check_address
     from retryctl.exceptions import ConfigError
 
     try:
+        check_address(address, field=RAY)
         return RayExecutor(address=address, per_worker=per_worker)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

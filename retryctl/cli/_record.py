@@ -3,7 +3,6 @@ knobs swept over them (docs/stopping.md, "Recording a bank")."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ from rich.table import Table
 from retryctl._paths import PathError, check_input, check_output
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
+from retryctl.cli._quiet_stdout import run_quietly
 from retryctl.cli._ray_option import RayOption, ray_executor
 from retryctl.cli._stage_option import StageOption, parse_stages, stage_error
 from retryctl.exceptions import ConfigError, TaskFormatError
@@ -108,7 +108,8 @@ def _record_with_progress(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=not console.is_terminal) as progress:
         bar = progress.add_task(label, total=len(tasks), completed=len(tasks) - len(todo))
-        written = asyncio.run(
+        # Stdout is the closing line alone: Ray's driver would print to it from its thread (_quiet_stdout).
+        written = run_quietly(
             record_bank(
                 todo,
                 backend,
@@ -117,7 +118,8 @@ def _record_with_progress(
                 recorded=done,
                 on_done=lambda *_: progress.advance(bar),
                 **(remote or {}),
-            )
+            ),
+            quiet=remote is not None,
         )
     return written
 

@@ -7,12 +7,12 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from retryctl.controller import Breaker, BreakerConfig, BreakerStore, MemoryBreakerStore
+from retryctl.controller import Breaker, BreakerConfig
 from retryctl.controller._token_log import TokenLog
 from retryctl.evals._choice import CalibrationChoice, choose_calibration
 from retryctl.exceptions import ConfigError
 from retryctl.models import RetrySettings
-from retryctl.runtime import SQLiteBreakerStore
+from retryctl.runtime._stores import breaker_store, check_breakers
 
 __all__ = ["GatewayConfig"]
 
@@ -81,12 +81,11 @@ class GatewayConfig(BaseModel):
     @field_validator("breakers")
     @classmethod
     def _known_store(cls, where: str) -> str:
-        kind, _, rest = where.partition(":")
-        if kind not in ("memory", "sqlite", "redis", "rediss") or (kind == "memory" and rest):
-            raise ValueError(f"must be memory, sqlite:PATH or redis://host:port/db (got {where!r})")
-        if kind == "sqlite" and not rest:
-            raise ValueError("sqlite: needs a path, e.g. sqlite:/var/lib/retryctl/breakers.db")
-        return where
+        try:  # the syntax `retryctl batch --breakers` takes too (retryctl.runtime._stores)
+            return check_breakers(where)
+        except ConfigError as exc:
+            got = f" (got {where!r})" if exc.problem.startswith("must be") else ""
+            raise ValueError(f"{exc.problem}{got}") from None
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -116,16 +115,7 @@ class GatewayConfig(BaseModel):
 
     def breaker(self) -> Breaker:
         """The upstream's breakers, on the store :attr:`breakers` names."""
-        store: BreakerStore
-        if self.breakers == "memory":
-            store = MemoryBreakerStore()
-        elif self.breakers.startswith("sqlite:"):
-            store = SQLiteBreakerStore(self.breakers.removeprefix("sqlite:"))
-        else:
-            from retryctl.runtime import RedisBreakerStore
-
-            store = RedisBreakerStore.from_url(self.breakers)
         return Breaker(
             BreakerConfig(failure_threshold=self.breaker_failures, cooldown_s=self.breaker_cooldown_s),
-            store=store,
+            store=breaker_store(self.breakers),
         )

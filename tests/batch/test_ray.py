@@ -1,7 +1,8 @@
-"""``retryctl batch --ray local`` on a real single-node Ray cluster on 127.0.0.1, started by the run and
-stopped at its end: every task once in the results, the driver's log verifies with every task's
-records, each worker built the graph once, the progress names the node. (Two nodes and killed workers:
-``tests/batch/test_ray_cluster.py``.) Slow to start on 2 cores: one test."""
+"""``retryctl batch --ray`` (bare: a cluster for the run) on a real single-node Ray cluster on
+127.0.0.1, started by the run and stopped at its end: every task once in the results, the driver's
+log verifies with every task's records, each worker built the graph once, the progress names the
+node. (Two nodes and killed workers: ``tests/batch/test_ray_cluster.py``.) Slow to start on 2
+cores: one test."""
 
 from __future__ import annotations
 
@@ -50,11 +51,25 @@ def test_a_batch_on_a_local_cluster_writes_each_task_once_with_its_records(
         "RAY_USAGE_STATS_ENABLED": "0",
     }
     args = [
-        sys.executable, "-m", "retryctl.cli", "batch", str(tasks),
-        "--graph", "tests.batch._ray_graphs:counted_build",
-        "--out", str(out), "--log", str(log), "--retry-wait", "0", "--concurrency", "2",
-        "--breaker", "0", "--ray", "local",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "retryctl.cli",
+        "batch",
+        str(tasks),
+        "--graph",
+        "tests.batch._ray_graphs:counted_build",
+        "--out",
+        str(out),
+        "--log",
+        str(log),
+        "--retry-wait",
+        "0",
+        "--concurrency",
+        "2",
+        "--breaker",
+        "0",
+        "--ray",
+    ]  # fmt: skip  (a bare --ray, last on the line: a cluster started for the run)
     done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -11,6 +11,7 @@ flight. Every batch runs as a real ``retryctl`` process, as a user runs it.
   the results exactly once, the decision log verifies and ``retryctl audit`` explains one run per
   task, the summary counts every task, and both nodes ran tasks.
 - The driver killed mid-batch: ``--resume`` finishes the rest, every task exactly once.
+- Every node registered under an address of this machine's own interfaces (first, while both live).
 - The second node killed whole mid-batch (raylet, agents, workers: a lost machine), last in the
   module: every task exactly once, the rest finished on the head.
 
@@ -20,10 +21,14 @@ the module.
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import json
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 from collections import Counter
@@ -133,6 +138,48 @@ def _audit(log: Path) -> dict[str, Any]:
     assert done.returncode == 0, done.stdout + done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
+
+
+def _own_addresses() -> set[str]:
+    """This machine's own addresses: each interface's IPv4 address (``SIOCGIFADDR``) and every IPv6 one."""
+    found: set[str] = set()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                answer = fcntl.ioctl(sock.fileno(), 0x8915, request)  # SIOCGIFADDR
+            except OSError:  # an interface without an IPv4 address
+                continue
+            found.add(socket.inet_ntoa(answer[20:24]))
+    inet6 = Path("/proc/net/if_inet6")
+    if inet6.exists():
+        for line in inet6.read_text().splitlines():
+            found.add(str(ipaddress.IPv6Address(bytes.fromhex(line.split()[0]))))
+    return found
+
+
+class TestNodeAddresses:
+    def test_every_node_registered_under_an_address_of_this_machine(self, cluster: RayCluster) -> None:
+        # Given --node-ip-address 127.0.0.1, Ray on Linux registers a node under the address this
+        # machine reaches others from (resolve_ip_for_localhost): the guard that the cluster's traffic
+        # goes to this machine's own interfaces and to no other host.
+        script = (
+            f"import json, ray; ray.init(address={cluster.address!r}, log_to_driver=False); "
+            "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=cluster.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        addresses = json.loads(done.stdout.strip().splitlines()[-1])
+        assert len(addresses) == cluster.nodes
+        own = _own_addresses()
+        assert set(addresses) <= own, (addresses, sorted(own))
 
 
 class TestWorkersKilledMidBatch:

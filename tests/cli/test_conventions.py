@@ -218,7 +218,7 @@ class TestEvalArguments:
         assert same.exit_code == 0, same.stderr
 
     def test_an_abstention_shows_no_answer_not_none(self) -> None:
-        from retryctl.cli._batch import _describe
+        from retryctl.cli._batch_session import describe as _describe
 
         line = {
             "id": "b",
@@ -268,7 +268,7 @@ class TestAuditNotALog:
 
 class TestMarks:
     def test_batch_marks_an_abstention_apart_from_a_right_answer(self) -> None:
-        from retryctl.cli._batch import _describe
+        from retryctl.cli._batch_session import describe as _describe
 
         base = {"id": "q", "answer": "7", "confidence": 0.3, "correct": True}
         assert _describe({**base, "status": "accepted"}).endswith("'7' (confidence 0.30) ✓")

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+import typer
+from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from retryctl import _extras
@@ -66,3 +68,50 @@ class TestRayOption:
         result = runner.invoke(app, [*args, "--ray", "127.0.0.1:1"])  # nothing listens there
         assert result.exit_code == 2, result.output
         assert "has no attribute 'nope'" in result.output
+
+
+def _address(command: str, tmp_path: Path, *options: str) -> object:
+    """What ``--ray`` parses to in ``retryctl COMMAND TASKS --out OUT *options`` (parsed as the command
+    line parses it, nothing run)."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    args = [str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "r.jsonl"), *options]
+    with group.commands[command].make_context(command, args) as ctx:
+        return ctx.params["ray"]
+
+
+class TestRayAddress:
+    @pytest.mark.parametrize("command", ["batch", "eval", "record"])
+    def test_a_bare_ray_last_on_the_line_is_a_cluster_for_the_run(self, tmp_path: Path, command: str) -> None:
+        assert _address(command, tmp_path, "--ray") == "local"
+
+    def test_a_bare_ray_followed_by_an_option_is_a_cluster_for_the_run(self, tmp_path: Path) -> None:
+        assert _address("batch", tmp_path, "--ray", "--concurrency", "2") == "local"
+        assert _address("batch", tmp_path, "--ray", "--json") == "local"
+
+    @pytest.mark.parametrize("address", ["auto", "127.0.0.1:6379", "ray://127.0.0.1:10001", "local"])
+    def test_an_address_is_taken_as_given(self, tmp_path: Path, address: str) -> None:
+        assert _address("batch", tmp_path, "--ray", address) == address
+        assert _address("batch", tmp_path, f"--ray={address}", "--json") == address
+
+    def test_without_ray_there_is_no_cluster(self, tmp_path: Path) -> None:
+        assert _address("batch", tmp_path) is None
+
+    def test_after_a_double_dash_ray_is_an_argument(self, tmp_path: Path) -> None:
+        group = typer.main.get_command(app)
+        assert isinstance(group, TyperGroup)
+        args = ["--out", str(tmp_path / "r.jsonl"), "--", "--ray"]
+        with group.commands["batch"].make_context("batch", args) as ctx:
+            assert ctx.params["ray"] is None
+            assert str(ctx.params["tasks_path"]) == "--ray"
+
+    @pytest.mark.parametrize("address", ["tasks.jsonl", "127.0.0.1", "127.0.0.1:port", "host:70000", "a b:1"])
+    def test_a_bad_address_is_named_before_a_cluster_starts(self, tmp_path: Path, address: str) -> None:
+        out = tmp_path / "r.jsonl"
+        tasks = str(_tasks(tmp_path / "t.jsonl"))
+        args = ["batch", tasks, "--out", str(out), "--graph", "tests.batch._graphs:build"]
+        result = runner.invoke(app, [*args, "--ray", address])
+        assert result.exit_code == 2, result.output
+        assert f"invalid --ray={address!r}" in result.output
+        assert "give local, auto, HOST:PORT or ray://HOST:PORT" in result.output
+        assert not out.exists() or out.stat().st_size == 0
