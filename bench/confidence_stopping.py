@@ -26,6 +26,8 @@ uses: ``weighted`` (#15's default: confidence-weighted votes and the cut), ``wei
 cut (CISC-style weights alone), the default with a later cut bound (``warmup`` 9: the lowest floor
 of 9 samples is about their 10th percentile, DeepConf-high's), and the hindsight oracle, which stops
 at the first sample count whose running majority is SC-max's answer (no rule can know it).
+``--frontier`` prints, per bank, every point of the count-only family (``predictive``'s threshold)
+and of the cut's (``warmup`` x window) and the oracle, against the four targets (``_frontier.py``).
 ``--after N`` replays only each development bank's questions after its first N: the part not looked
 at while the default was chosen (the first 30-36 questions of the three short banks were).
 """
