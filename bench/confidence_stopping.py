@@ -5,6 +5,7 @@ AC-Beta and SC-max, in one run, with the #32 targets.
     python bench/confidence_stopping.py [--bank B]   # replay them (and any --bank given), print targets
     python bench/confidence_stopping.py --probe      # and the other candidates for the default (below)
     python bench/confidence_stopping.py --after 40   # only each bank's questions after its first 40
+    python bench/confidence_stopping.py --frontier   # every point of both families and the oracle
 
 The development banks are recorded with ``retryctl record`` from the embedded model on tasks this
 script generates, of two kinds: arithmetic (word problems from ``retryctl.evals.word_problems`` at
@@ -25,6 +26,8 @@ uses: ``weighted`` (#15's default: confidence-weighted votes and the cut), ``wei
 cut (CISC-style weights alone), the default with a later cut bound (``warmup`` 9: the lowest floor
 of 9 samples is about their 10th percentile, DeepConf-high's), and the hindsight oracle, which stops
 at the first sample count whose running majority is SC-max's answer (no rule can know it).
+``--frontier`` prints, per bank, every point of the count-only family (``predictive``'s threshold)
+and of the cut's (``warmup`` x window) and the oracle, against the four targets (``_frontier.py``).
 ``--after N`` replays only each development bank's questions after its first N: the part not looked
 at while the default was chosen (the first 30-36 questions of the three short banks were).
 """
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from _cli import retryctl  # bench/ is the script's directory
+from _frontier import frontier
 
 from retryctl.controller.stopping import ConfidenceWeighted, PredictiveCut, StopRule, Tally
 from retryctl.evals import word_problems
@@ -270,7 +274,11 @@ def _tail(path: Path, after: int, scratch: Path) -> Path:
     return out
 
 
-def _one(label: str, path: Path, cap: int, orders: int, probe: bool) -> None:
+def _one(label: str, path: Path, cap: int, orders: int, probe: bool, front: bool = False) -> None:
+    if front:
+        bank = code_bank(path)
+        frontier(label, bank, make_orders(bank, orders=orders, seed=0), cap)
+        return
     _report(label, _bench(path, cap, orders), cap, _paired(path, cap, orders))
     if probe:
         _probe(label, path, cap, orders)
@@ -286,6 +294,9 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=20, help="random orders per question")
     parser.add_argument(
         "--probe", action="store_true", help="also replay the other candidates and the oracle"
+    )
+    parser.add_argument(
+        "--frontier", action="store_true", help="only the frontier of both families and the oracle, per bank"
     )
     parser.add_argument("--after", type=int, default=0, help="only each development bank's questions after N")
     parser.add_argument("--no-synthetic", action="store_true", help="skip the synthetic banks")
@@ -310,12 +321,13 @@ def main() -> None:
                 if not path.read_text(encoding="utf-8").strip():
                     print(f"{bank.name:22s} has no questions after its first {args.after}")
                     continue
-            _one(bank.name, path, bank.samples, args.orders, args.probe)
+            _one(bank.name, path, bank.samples, args.orders, args.probe, args.frontier)
         for path in args.bank:
             lines = [
                 json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
             ]
-            _one(path.name, path, min(len(line["samples"]) for line in lines), args.orders, args.probe)
+            cap = min(len(line["samples"]) for line in lines)
+            _one(path.name, path, cap, args.orders, args.probe, args.frontier)
         if args.no_synthetic:
             return
         print("synthetic banks with token logprobs (300 questions x 40 samples, known answer distributions):")
@@ -326,7 +338,7 @@ def main() -> None:
         }
         for name, mix in mixes.items():
             path = write_synthetic_bank(Path(scratch) / f"{name}.jsonl", mix=mix, logprobs=True, seed=11)
-            _one(f"synthetic {name}", path, 40, 10, args.probe)
+            _one(f"synthetic {name}", path, 40, 10, args.probe, args.frontier)
 
 
 if __name__ == "__main__":
