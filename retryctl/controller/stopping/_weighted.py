@@ -26,10 +26,9 @@ from dataclasses import dataclass, field, replace
 from retryctl._cut import cut_point as _cut_point
 from retryctl.controller._signals import weakest_span
 from retryctl.controller.stopping._adaptive import PredictiveMajority, predictive_stay_prob
-from retryctl.controller.stopping._base import StopDecision, StopRule, Tally
-from retryctl.controller.stopping._default import first_floor_bound
+from retryctl.controller.stopping._base import StopDecision, Tally
+from retryctl.controller.stopping._default import PredictiveCut
 from retryctl.controller.stopping._maths import beta_sf_half
-from retryctl.controller.stopping._validate import check_int_at_least, check_positive, check_probability
 from retryctl.controller.stopping._votes import cap_reached
 
 __all__ = ["GROUP_WINDOW", "ConfidenceWeighted", "cut_point", "group_floor"]
@@ -78,39 +77,19 @@ def _weighted_votes(tally: Tally) -> tuple[list[tuple[str | None, float]], float
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class ConfidenceWeighted(StopRule):
+class ConfidenceWeighted(PredictiveCut):
     """:class:`PredictiveMajority` over confidence-weighted votes, with samples cut short (``weighted``).
 
-    Three documented parameters, none fitted to a bank: ``threshold`` 0.975 and ``prior`` 0.5 are the
-    predictive rule's (same test, same meaning); ``warmup`` 2 is the fewest complete samples that
-    set a cut bound, the fewest that can disagree.
+    The parameters, their checks and the cut are :class:`PredictiveCut`'s (``threshold`` and
+    ``prior`` ask the same test of the weighted leader; ``cut=False``: weighted votes only); only
+    how votes are counted differs.
     """
 
-    threshold: float = 0.975
-    """Predictive probability that the weighted leader still leads at the cap, needed to stop."""
-    prior: float = 0.5
-    """Beta prior pseudo-count for the leader and each rival (0.5 = Jeffreys)."""
-    warmup: int = 2
-    """Complete samples whose lowest group confidence sets the cut bound."""
-    cut: bool = True
-    """Whether to cut samples short at all (``False``: weighted votes only)."""
     name: str = field(init=False, default="weighted", compare=False)
-    order_free: bool = field(init=False, default=True, compare=False)
-    soonest_on_agreement: bool = field(init=False, default=True, compare=False)
-
-    def __post_init__(self) -> None:
-        check_probability("threshold", self.threshold)
-        check_positive("prior", self.prior)
-        check_int_at_least("warmup", self.warmup, 1)
 
     @property
     def _counting(self) -> PredictiveMajority:
         return PredictiveMajority(threshold=self.threshold, prior=self.prior)
-
-    def cut_bound(self, floors: Sequence[float | None]) -> float | None:
-        """The group confidence below which a new sample is cut, from the complete samples' floors
-        (:func:`group_floor`, in drawing order); ``None`` until ``warmup`` of them have one."""
-        return first_floor_bound(floors, self.warmup) if self.cut else None
 
     def __call__(self, tally: Tally) -> StopDecision:
         if not any(c is not None for c in tally.confidences):
