@@ -19,7 +19,15 @@ from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.cli._quiet_stdout import run_quietly
 from retryctl.cli._ray_option import RayOption, ray_executor
-from retryctl.cli._stage_option import StageOption, parse_stages, stage_error
+from retryctl.cli._stage_option import (
+    ChatTemplateOption,
+    StageModeOption,
+    StageOption,
+    parse_stages,
+    stage_error,
+    stage_mode_problem,
+    stage_renderer,
+)
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
@@ -49,9 +57,21 @@ def _tasks(path: Path) -> list[Task]:
         _fail(str(exc))
 
 
-def _backend(base_url: str | None, model_name: str | None, command: str) -> ModelBackend:
+def _backend(
+    base_url: str | None,
+    model_name: str | None,
+    command: str,
+    *,
+    staged: bool = False,
+    stage_mode: str | None = None,
+    template: Path | None = None,
+) -> ModelBackend:
+    """The model, or a one-line error before any file is written."""
     from retryctl.agent._graph import demo_model
 
+    problem = stage_mode_problem(staged=staged, base_url=base_url, mode=stage_mode, template=template)
+    if problem is not None:
+        _fail(problem)
     if base_url is not None:
         require_extra("openai", f"retryctl {command} --base-url")
     try:
@@ -60,6 +80,12 @@ def _backend(base_url: str | None, model_name: str | None, command: str) -> Mode
         _fail(str(exc))
     if base_url is None:
         require_embedded_build(f"retryctl {command}")
+    elif stage_mode is not None:
+        from retryctl.models._openai_stages import set_stage_mode
+
+        if template is not None:
+            require_embedded_build(f"retryctl {command} --chat-template-gguf")
+        set_stage_mode(model, stage_mode, stage_renderer(stage_mode, template))  # type: ignore[arg-type]
     return model
 
 
@@ -216,6 +242,8 @@ def record(
     extract: _Extract = "default",
     concurrency: _Concurrency = 1,
     stage: StageOption = None,
+    stage_mode: StageModeOption = None,
+    chat_template_gguf: ChatTemplateOption = None,
     base_url: _BaseUrl = None,
     model_name: _ModelName = None,
     ray: RayOption = None,
@@ -241,10 +269,27 @@ def record(
     )
     done = _check_resume(out, plan)
     had = len(done)
-    backend = _backend(base_url, model_name, "record")
+    backend = _backend(
+        base_url,
+        model_name,
+        "record",
+        staged=bool(plan.stages),
+        stage_mode=stage_mode,
+        template=chat_template_gguf,
+    )
     executor = ray_executor(ray, per_worker=concurrency, command="retryctl record")
     # Under --ray the workers build the model from where it is.
-    remote = {"executor": executor, "base_url": base_url, "model_name": model_name} if executor else None
+    remote = (
+        {
+            "executor": executor,
+            "base_url": base_url,
+            "model_name": model_name,
+            "stage_mode": stage_mode,
+            "chat_template": None if chat_template_gguf is None else os.fspath(chat_template_gguf),
+        }
+        if executor
+        else None
+    )
     label = f"recording {out.name}"
     try:
         written = _record_with_progress(tasks, backend, out, plan, label=label, done=done, remote=remote)
@@ -306,7 +351,12 @@ def sweep(
     out: Annotated[
         Path, typer.Option("--out", help="Directory for one bank per grid point (a rerun continues).")
     ],
-    temperature: Annotated[str, typer.Option("--temperature", help="Temperatures, comma-separated.")] = "0.7",
+    temperature: Annotated[
+        str | None,
+        typer.Option(
+            "--temperature", help="Temperatures, comma-separated (default 0.7, or the swept stage's own)."
+        ),
+    ] = None,
     top_p: Annotated[
         str, typer.Option("--top-p", help="Top-p values, comma-separated; '-' = default.")
     ] = "-",
@@ -329,6 +379,8 @@ def sweep(
             "--top-p/--min-p: the stage's own).",
         ),
     ] = None,
+    stage_mode: StageModeOption = None,
+    chat_template_gguf: ChatTemplateOption = None,
     base_url: _BaseUrl = None,
     model_name: _ModelName = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
@@ -336,7 +388,7 @@ def sweep(
 ) -> None:
     """Record a bank per grid point of temperature × top-p × min-p (of one stage's with --sweep-stage),
     then compare them."""
-    from retryctl.record._sweep import grid, point_figures, render_sweep_html, swept_stages
+    from retryctl.record._sweep import grid, point_figures, render_sweep_html, sweep_conflict, swept_stages
     from retryctl.record._sweep_tokens import sweep_heat_maps
 
     tasks = _tasks(tasks_path)
@@ -344,15 +396,23 @@ def sweep(
         _fail(f"--out {out}: not a directory")
     stages = _stages(stage, max_tokens)
     top_ps, min_ps = _floats(top_p, "--top-p", optional=True), _floats(min_p, "--min-p", optional=True)
+    temperatures = [
+        t for t in _floats(temperature or "0.7", "--temperature", optional=False) if t is not None
+    ]
+    given = {"top_p": top_ps, "min_p": min_ps} | ({"temperature": temperatures} if temperature else {})
     if sweep_stage is not None:
         held = next((s for s in stages if s.name == sweep_stage), None)
         if held is None:
             named = ", ".join(s.name for s in stages) or "none"
             _fail(f"--sweep-stage {sweep_stage!r}: no --stage of that name (stages: {named})")
-        # '-' keeps the swept stage's own setting, which the point then names.
+        # '-' (or no --temperature) keeps the swept stage's own setting, which the point then names.
         top_ps = [held.top_p if v is None else v for v in top_ps]
         min_ps = [held.min_p if v is None else v for v in min_ps]
-    temperatures = [t for t in _floats(temperature, "--temperature", optional=False) if t is not None]
+        if temperature is None and held.temperature is not None:
+            temperatures = [held.temperature]
+    conflict = sweep_conflict(stages, sweep_stage, given)
+    if conflict is not None:
+        _fail(conflict)
     points = grid(temperatures, top_ps, min_ps, stage=sweep_stage)
     plans = [
         _plan(
@@ -371,7 +431,15 @@ def sweep(
         )
         for p in points
     ]
-    backend = _backend(base_url, model_name, "sweep")  # a missing extra leaves no empty --out behind
+    # A missing extra or --stage-mode leaves no empty --out behind.
+    backend = _backend(
+        base_url,
+        model_name,
+        "sweep",
+        staged=bool(stages),
+        stage_mode=stage_mode,
+        template=chat_template_gguf,
+    )
     out.mkdir(parents=True, exist_ok=True)
     done = [_check_resume(out / point.file_name, plan) for point, plan in zip(points, plans, strict=True)]
     if html is not None:

@@ -170,6 +170,8 @@ async def record_bank(
     executor: Executor | None = None,
     base_url: str | None = None,
     model_name: str | None = None,
+    stage_mode: str | None = None,
+    chat_template: str | None = None,
 ) -> int:
     """Append a bank line to ``out`` for every task it does not hold yet; returns how many were added.
 
@@ -177,12 +179,19 @@ async def record_bank(
     here). ``on_done(task, line, seconds)`` is called after each line is written. A task whose gold
     is missing is recorded with an empty gold: such a bank cannot be graded, only replayed. With an
     ``executor`` its workers draw (``backend`` is not used: each builds the model from ``base_url`` and
-    ``model_name``); a task whose worker kept failing gets no line and raises at the end.
+    ``model_name``, and ``stage_mode``/``chat_template`` as :class:`BankJob` says); a task whose
+    worker kept failing gets no line and raises at the end.
     """
     held = recorded_ids(out) if recorded is None else recorded
     todo = [t for t in tasks if t.id not in held]
     if executor is not None:
-        job = BankJob(plan=plan, base_url=base_url, model_name=model_name)
+        job = BankJob(
+            plan=plan,
+            base_url=base_url,
+            model_name=model_name,
+            stage_mode=stage_mode,
+            chat_template=chat_template,
+        )
         return await _record_on(executor, job, todo, out, on_done)
     messages_of = _messages(plan.system)
     bank = ResultsFile(out, kind=BANK_LINES)
@@ -227,6 +236,10 @@ class BankJob:
     """The OpenAI-compatible server (``None``: the embedded model)."""
     model_name: str | None = None
     """The model on that server."""
+    stage_mode: str | None = None
+    """How that server continues a stage (``OpenAIBackend.stage_mode``)."""
+    chat_template: str | None = None
+    """The GGUF file whose chat template renders the prompt (``stage_mode="completions"``)."""
     logs: bool = False
     """A recording writes no decision log."""
 
@@ -234,7 +247,13 @@ class BankJob:
         """The model, once per worker."""
         from retryctl.agent._graph import demo_model
 
-        return demo_model(self.base_url, self.model_name)
+        model = demo_model(self.base_url, self.model_name)
+        if self.stage_mode is not None:
+            from retryctl.models._openai_stages import gguf_renderer, set_stage_mode
+
+            render = gguf_renderer(self.chat_template) if self.chat_template else None
+            set_stage_mode(model, self.stage_mode, render)  # type: ignore[arg-type]  # a server's
+        return model
 
     async def run(self, backend: ModelBackend, task: Task) -> dict[str, Any]:
         """The task's bank line, with how long it took (``elapsed_s``, read off by the driver)."""
