@@ -8,7 +8,8 @@ embedded one) and this process writes the bank. A sample keeps its text, the ans
 per-token logprobs and (where the backend gives them) the top alternatives at each token, the
 per-token diagnostics a decision log keeps under the same names (``token_text``, ``token_entropy``
 with ``entropy_kind``, ``token_top3``), its token count, finish reason, latency and seed. A staged
-sample (``SamplingParams.stages``) also keeps, per stage in order, its ``name``, ``tokens``,
+sample (``SamplingParams.stages``) has its answer read from its last stage's text alone
+(:func:`~retryctl.models._stages.answer_text`) and keeps, per stage in order, its ``name``, ``tokens``,
 ``finish_reason``, ``chars`` (the length of its part of the text, which the stages split in order)
 and, where the backend says, ``prompt_tokens`` (what its request re-evaluated).
 """
@@ -27,6 +28,7 @@ from retryctl.batch._executor import Done, drive
 from retryctl.batch._files import BANK_LINES, ResultsFile, read_results
 from retryctl.exceptions import RuntimeFailure
 from retryctl.models import Candidate, ModelBackend, SamplingParams, Stage, StageOutcome
+from retryctl.models._stages import answer_text
 from retryctl.models._token_stats import token_stats
 
 __all__ = [
@@ -71,10 +73,14 @@ class RecordPlan:
         return self.params.stages
 
 
-def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[str, Any]:
+def _sample(
+    candidate: Candidate, extract: Callable[[str], str | None], stages: Sequence[Stage]
+) -> dict[str, Any]:
+    # A staged sample's answer is its last stage's (answer_text), as a step reads it.
+    read = answer_text(candidate.stages, stages) if stages else candidate.text
     out: dict[str, Any] = {
         "text": candidate.text,
-        "answer": extract(candidate.text),
+        "answer": None if read is None else extract(read),
         "tokens": candidate.usage.output_tokens,
         "finish_reason": candidate.finish_reason,
         "latency_ms": round(candidate.latency_ms, 3),
@@ -145,7 +151,7 @@ def bank_line(task: Task, candidates: Sequence[Candidate], plan: RecordPlan, mod
         "id": task.id,
         "question": task.question,
         "gold": task.gold if task.gold is not None else "",
-        "samples": [_sample(c, extract) for c in candidates],
+        "samples": [_sample(c, extract, plan.stages) for c in candidates],
         "model": model,
         "sampling": sampling_of(plan),
     }
