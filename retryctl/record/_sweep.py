@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -108,7 +108,7 @@ _FLAGS = (("temperature", "--temperature"), ("top_p", "--top-p"), ("min_p", "--m
 
 
 def sweep_conflict(
-    stages: Sequence[Stage], swept: str | None, given: dict[str, Sequence[float | None]]
+    stages: Sequence[Stage], swept: str | None, given: Mapping[str, Sequence[float | None]]
 ) -> str | None:
     """Why a sweep's grid would not do what it says (``None``: it would), as one line naming the
     flag and the stages. ``given`` holds each knob's values as given on the command line (a knob left
