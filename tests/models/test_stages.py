@@ -8,9 +8,9 @@ import math
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
+from retryctl._answers import default_equivalence
 from retryctl.exceptions import ConfigError
 from retryctl.models import LangChainBackend, SamplingParams, Stage
-from retryctl._answers import default_equivalence
 from retryctl.models._stages import StageOutcome, answer_text, check_stages, staged_input_bound
 from retryctl.nodes import SamplingSchedule
 
