@@ -38,6 +38,19 @@ class TestStageModeIsExplicit:
             asyncio.run(backend.sample(Q, SamplingParams(stages=(THINK, ANSWER))))
         assert err.value.field == "stage_mode"
 
+    def test_a_ray_worker_builds_the_server_with_the_record_s_stage_mode(self):
+        from retryctl.record import BankJob, RecordPlan
+
+        plan = RecordPlan(samples=1, params=SamplingParams(stages=(THINK, ANSWER)))
+        job = BankJob(plan=plan, base_url="http://127.0.0.1:9/v1", model_name="m", stage_mode="continue")
+        model = job.build(None)
+        assert isinstance(model, OpenAIBackend) and model.stage_mode == "continue"
+        with pytest.raises(ConfigError) as err:  # completions without its template: refused, as built
+            BankJob(
+                plan=plan, base_url="http://127.0.0.1:9/v1", model_name="m", stage_mode="completions"
+            ).build(None)
+        assert err.value.field == "render_prompt"
+
 
 @needs_llama
 class TestStagesOnLlamaServer:
