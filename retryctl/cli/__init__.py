@@ -33,7 +33,7 @@ _COMMANDS = {
     "eval": ("retryctl.cli._eval", "eval_"),
     "calibrate": ("retryctl.cli._calibrate", "calibrate"),
     "record": ("retryctl.cli._record", "record"),
-    "sweep": ("retryctl.cli._record", "sweep"),
+    "sweep": ("retryctl.cli._sweep", "sweep"),
     "serve": ("retryctl.cli._serve", "serve"),
 }
 

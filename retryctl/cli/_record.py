@@ -1,5 +1,5 @@
-"""``retryctl record`` and ``retryctl sweep``: sample banks recorded from a model, and the sampling
-knobs swept over them (docs/stopping.md, "Recording a bank")."""
+"""``retryctl record``: a sample bank recorded from a model (docs/stopping.md, "Recording a bank"); the
+helpers ``retryctl sweep`` (:mod:`._sweep`) records each grid point's bank with."""
 
 from __future__ import annotations
 
@@ -9,17 +9,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from retryctl._paths import PathError, check_input, check_output
 from retryctl.cli._interrupt import again_command, interrupted
 from retryctl.cli._model_check import require_embedded_build, require_extra
 from retryctl.cli._quiet_stdout import run_quietly
 from retryctl.cli._ray_option import RayOption, ray_executor
-from retryctl.cli._stage_option import StageOption, parse_stages, stage_error
+from retryctl.cli._stage_option import (
+    ChatTemplateOption,
+    StageModeOption,
+    StageOption,
+    parse_stages,
+    stage_error,
+    stage_mode_problem,
+    stage_renderer,
+)
 from retryctl.exceptions import ConfigError, TaskFormatError
 
 if TYPE_CHECKING:
@@ -27,11 +33,9 @@ if TYPE_CHECKING:
     from retryctl.models import ModelBackend, Stage
     from retryctl.record import RecordPlan
 
-__all__ = ["record", "sweep"]
+__all__ = ["record"]
 
 _USAGE_EXIT = 2
-_DRAW_TEMPERATURE = 0.7
-"""``record``'s default temperature: a sweep of one stage draws the held stages' unset knobs at it."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -49,9 +53,21 @@ def _tasks(path: Path) -> list[Task]:
         _fail(str(exc))
 
 
-def _backend(base_url: str | None, model_name: str | None, command: str) -> ModelBackend:
+def _backend(
+    base_url: str | None,
+    model_name: str | None,
+    command: str,
+    *,
+    staged: bool = False,
+    stage_mode: str | None = None,
+    template: Path | None = None,
+) -> ModelBackend:
+    """The model, or a one-line error before any file is written."""
     from retryctl.agent._graph import demo_model
 
+    problem = stage_mode_problem(staged=staged, base_url=base_url, mode=stage_mode, template=template)
+    if problem is not None:
+        _fail(problem)
     if base_url is not None:
         require_extra("openai", f"retryctl {command} --base-url")
     try:
@@ -60,6 +76,12 @@ def _backend(base_url: str | None, model_name: str | None, command: str) -> Mode
         _fail(str(exc))
     if base_url is None:
         require_embedded_build(f"retryctl {command}")
+    elif stage_mode is not None:
+        from retryctl.models._openai_stages import set_stage_mode
+
+        if template is not None:
+            require_embedded_build(f"retryctl {command} --chat-template-gguf")
+        set_stage_mode(model, stage_mode, stage_renderer(stage_mode, template))  # type: ignore[arg-type]
     return model
 
 
@@ -216,6 +238,8 @@ def record(
     extract: _Extract = "default",
     concurrency: _Concurrency = 1,
     stage: StageOption = None,
+    stage_mode: StageModeOption = None,
+    chat_template_gguf: ChatTemplateOption = None,
     base_url: _BaseUrl = None,
     model_name: _ModelName = None,
     ray: RayOption = None,
@@ -241,10 +265,27 @@ def record(
     )
     done = _check_resume(out, plan)
     had = len(done)
-    backend = _backend(base_url, model_name, "record")
+    backend = _backend(
+        base_url,
+        model_name,
+        "record",
+        staged=bool(plan.stages),
+        stage_mode=stage_mode,
+        template=chat_template_gguf,
+    )
     executor = ray_executor(ray, per_worker=concurrency, command="retryctl record")
     # Under --ray the workers build the model from where it is.
-    remote = {"executor": executor, "base_url": base_url, "model_name": model_name} if executor else None
+    remote = (
+        {
+            "executor": executor,
+            "base_url": base_url,
+            "model_name": model_name,
+            "stage_mode": stage_mode,
+            "chat_template": None if chat_template_gguf is None else os.fspath(chat_template_gguf),
+        }
+        if executor
+        else None
+    )
     label = f"recording {out.name}"
     try:
         written = _record_with_progress(tasks, backend, out, plan, label=label, done=done, remote=remote)
@@ -254,147 +295,3 @@ def record(
             again_command(ctx),
         )
     typer.echo(f"{os.fspath(out)}: {had + written} tasks ({written} recorded now, {had} already there)")
-
-
-def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
-    """A comma list of numbers; ``-`` (when ``optional``) means the backend's default."""
-    out: list[float | None] = []
-    for raw in text.split(","):
-        part = raw.strip()
-        if optional and part == "-":
-            out.append(None)
-            continue
-        try:
-            out.append(float(part))
-        except ValueError:
-            _fail(f"{name} {text!r}: {part!r} is not a number")
-    if not out:
-        _fail(f"{name}: give at least one value")
-    return out
-
-
-def _sweep_table(rows: list[dict[str, Any]]) -> Table:
-    # Shares (the accuracies and the rates) are fractions with three decimals, as in every command.
-    from retryctl.record._sweep_page import SWEEP_COLUMNS, sweep_rows
-
-    # At 80 columns ten one-line headings do not fit: rich wraps a heading at its spaces (the page's
-    # names, kept), columns sit one space apart without rules, and a point wraps between its knobs. A
-    # cell is one word, so a number is never cut.
-    table = Table(
-        title="retryctl sweep", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), pad_edge=False
-    )
-    cells = sweep_rows(rows)  # a staged point's row, then one per stage
-    for i, (title, _, _) in enumerate(SWEEP_COLUMNS):
-        if title == "point":
-            table.add_column(title, overflow="fold")
-            continue
-        # as wide as its longest heading word or cell: the heading wraps at its spaces, no number is cut
-        width = max([len(word) for word in title.split()] + [len(row[i]) for row in cells])
-        table.add_column(title, justify="right", min_width=width, max_width=width)
-    for row_cells in cells:
-        table.add_row(*row_cells)
-    return table
-
-
-def sweep(
-    ctx: typer.Context,
-    tasks_path: Annotated[
-        Path,
-        typer.Argument(metavar="TASKS.jsonl", help="Graded tasks: {id, question, gold, stratum?} a line."),
-    ],
-    *,
-    out: Annotated[
-        Path, typer.Option("--out", help="Directory for one bank per grid point (a rerun continues).")
-    ],
-    temperature: Annotated[str, typer.Option("--temperature", help="Temperatures, comma-separated.")] = "0.7",
-    top_p: Annotated[
-        str, typer.Option("--top-p", help="Top-p values, comma-separated; '-' = default.")
-    ] = "-",
-    min_p: Annotated[
-        str, typer.Option("--min-p", help="Min-p values, comma-separated; '-' = default.")
-    ] = "-",
-    samples: _Samples = 10,
-    seed: _Seed = 0,
-    max_tokens: _MaxTokens = 256,
-    system: _System = None,
-    extract: _Extract = "default",
-    concurrency: _Concurrency = 1,
-    stage: StageOption = None,
-    sweep_stage: Annotated[
-        str | None,
-        typer.Option(
-            "--sweep-stage",
-            metavar="NAME",
-            help="Sweep this --stage's temperature, top-p and min-p, the other stages held ('-' in "
-            "--top-p/--min-p: the stage's own).",
-        ),
-    ] = None,
-    base_url: _BaseUrl = None,
-    model_name: _ModelName = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write a page with the curves.")] = None,
-) -> None:
-    """Record a bank per grid point of temperature × top-p × min-p (of one stage's with --sweep-stage),
-    then compare them."""
-    from retryctl.record._sweep import grid, point_figures, render_sweep_html, swept_stages
-    from retryctl.record._sweep_tokens import sweep_heat_maps
-
-    tasks = _tasks(tasks_path)
-    if out.exists() and not out.is_dir():
-        _fail(f"--out {out}: not a directory")
-    stages = _stages(stage, max_tokens)
-    top_ps, min_ps = _floats(top_p, "--top-p", optional=True), _floats(min_p, "--min-p", optional=True)
-    if sweep_stage is not None:
-        held = next((s for s in stages if s.name == sweep_stage), None)
-        if held is None:
-            named = ", ".join(s.name for s in stages) or "none"
-            _fail(f"--sweep-stage {sweep_stage!r}: no --stage of that name (stages: {named})")
-        # '-' keeps the swept stage's own setting, which the point then names.
-        top_ps = [held.top_p if v is None else v for v in top_ps]
-        min_ps = [held.min_p if v is None else v for v in min_ps]
-    temperatures = [t for t in _floats(temperature, "--temperature", optional=False) if t is not None]
-    points = grid(temperatures, top_ps, min_ps, stage=sweep_stage)
-    plans = [
-        _plan(
-            samples=samples,
-            # A swept stage takes the point's knobs; the draw's own stay the record defaults, for the
-            # held stages that leave a knob to the draw.
-            temperature=p.temperature if sweep_stage is None else _DRAW_TEMPERATURE,
-            top_p=p.top_p if sweep_stage is None else None,
-            min_p=p.min_p if sweep_stage is None else None,
-            seed=seed,
-            max_tokens=max_tokens,
-            system=system,
-            extract=extract,
-            concurrency=concurrency,
-            stages=swept_stages(stages, p),
-        )
-        for p in points
-    ]
-    backend = _backend(base_url, model_name, "sweep")  # a missing extra leaves no empty --out behind
-    out.mkdir(parents=True, exist_ok=True)
-    done = [_check_resume(out / point.file_name, plan) for point, plan in zip(points, plans, strict=True)]
-    if html is not None:
-        try:
-            check_output(html, what="--html page", inputs=[(tasks_path, "task file")])
-        except PathError as exc:
-            _fail(str(exc))
-    try:
-        for point, plan, ids in zip(points, plans, done, strict=True):
-            _record_with_progress(tasks, backend, out / point.file_name, plan, label=point.label, done=ids)
-    except KeyboardInterrupt:
-        kept = sum(_recorded(out / point.file_name) for point in points)
-        interrupted(
-            f"{kept} of {len(tasks) * len(points)} (task, grid point) pairs recorded and kept under "
-            f"{os.fspath(out)}",
-            again_command(ctx),
-        )
-    rows = [point_figures(p, out / p.file_name) for p in points]
-    if html is not None:
-        maps = sweep_heat_maps([(p.heading, out / p.file_name) for p in points])
-        page = render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}", heat_maps=maps)
-        html.write_text(page, encoding="utf-8")
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    Console().print(_sweep_table(rows))

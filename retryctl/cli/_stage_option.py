@@ -14,17 +14,36 @@ the draw's value, as :class:`~retryctl.models.Stage` says. In ``start`` and ``en
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from retryctl.exceptions import ConfigError
 from retryctl.models import Stage
 
-__all__ = ["STAGE_KEYS", "StageOption", "parse_stage", "parse_stages", "stage_error"]
+if TYPE_CHECKING:
+    from retryctl.models._openai_stages import PromptRenderer
+
+__all__ = [
+    "STAGE_KEYS",
+    "STAGE_MODES",
+    "ChatTemplateOption",
+    "StageModeOption",
+    "StageOption",
+    "parse_stage",
+    "parse_stages",
+    "stage_error",
+    "stage_mode_problem",
+    "stage_renderer",
+]
 
 STAGE_KEYS = ("temperature", "top_p", "top_k", "min_p", "max_tokens", "start", "end")
 """The keys a ``--stage`` spec takes."""
+
+STAGE_MODES = ("continue", "completions")
+"""``--stage-mode``'s values (``OpenAIBackend``'s ``stage_mode``; the ``openai`` extra is imported only
+to use one)."""
 
 _FLOATS = ("temperature", "top_p", "min_p")
 _INTS = ("top_k", "max_tokens")
@@ -127,3 +146,57 @@ def parse_stages(specs: Sequence[str] | None, *, max_tokens: int) -> tuple[Stage
             raise _bad(spec, f"a second stage named {stage.name!r} (each stage needs its own name)")
         seen.add(stage.name)
     return stages
+
+
+StageModeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--stage-mode",
+        metavar="continue|completions",
+        help="With --stage and --base-url: how the server continues a stage. 'continue': the chat "
+        "endpoint continues a final assistant message (vLLM, SGLang, llama.cpp's llama-server); "
+        "'completions': the completions endpoint, the prompt rendered with --chat-template-gguf "
+        "(llama-cpp-python's llama_cpp.server).",
+    ),
+]
+ChatTemplateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--chat-template-gguf",
+        metavar="MODEL.gguf",
+        help="With --stage-mode completions: the GGUF file the server serves; its chat template "
+        "renders the prompt (read without the weights; needs the 'local' extra).",
+    ),
+]
+
+
+def stage_mode_problem(
+    *, staged: bool, base_url: str | None, mode: str | None, template: Path | None
+) -> str | None:
+    """What is wrong with ``--stage-mode``/``--chat-template-gguf`` for this command line, as the
+    one line a command prints (``None``: nothing)."""
+    if mode is not None and mode not in STAGE_MODES:
+        return f"--stage-mode {mode!r}: must be one of {', '.join(STAGE_MODES)}"
+    if mode is not None and base_url is None:
+        return "--stage-mode: only with --base-url (the embedded model continues its stages itself)"
+    if staged and base_url is not None and mode is None:
+        return (
+            "--stage with --base-url needs --stage-mode: 'continue' (vLLM, SGLang, llama.cpp's "
+            "llama-server) or 'completions' with --chat-template-gguf (llama-cpp-python's llama_cpp.server)"
+        )
+    if mode == "completions" and template is None:
+        return "--stage-mode completions needs --chat-template-gguf MODEL.gguf (the file the server serves)"
+    if template is not None and mode != "completions":
+        return "--chat-template-gguf: only with --stage-mode completions"
+    if template is not None and not template.is_file():
+        return f"--chat-template-gguf {template}: no such file"
+    return None
+
+
+def stage_renderer(mode: str | None, template: Path | None) -> PromptRenderer | None:
+    """The prompt renderer ``--stage-mode completions`` sends with (``None`` for the other modes)."""
+    if mode != "completions" or template is None:
+        return None
+    from retryctl.models._openai_stages import gguf_renderer
+
+    return gguf_renderer(template)

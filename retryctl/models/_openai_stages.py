@@ -27,6 +27,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import openai
@@ -41,13 +42,24 @@ from retryctl.models._types import Candidate, SamplingParams, TokenLogprob, Usag
 if TYPE_CHECKING:
     from retryctl.models._openai import OpenAIBackend
 
-__all__ = ["PromptRenderer", "StageMode", "check_stage_mode", "staged_sample"]
+__all__ = [
+    "STAGE_MODES",
+    "PromptRenderer",
+    "StageMode",
+    "check_stage_mode",
+    "gguf_renderer",
+    "set_stage_mode",
+    "staged_sample",
+]
 
 StageMode = Literal["continue", "completions"]
 """How a server is asked to continue a partial answer (see the module docstring)."""
 
 PromptRenderer = Callable[[list[Message]], str]
 """The chat template applied to messages, generation prompt included (``"completions"`` mode)."""
+
+STAGE_MODES: tuple[StageMode, ...] = ("continue", "completions")
+"""Every ``stage_mode``."""
 
 _SEED_SPACE = 2**31
 _STAGE_SEED_STRIDE = 7_919  # as the embedded backend: stage n draws with seed + n·stride
@@ -61,6 +73,23 @@ def check_stage_mode(mode: StageMode | None, render: PromptRenderer | None) -> N
         raise ConfigError(
             field="render_prompt", value=None, problem="stage_mode='completions' renders the prompt itself"
         )
+
+
+def gguf_renderer(path: str | Path) -> PromptRenderer:
+    """The chat template of the GGUF file at ``path`` (the one a llama.cpp server serves), as
+    ``stage_mode="completions"`` needs it: read with the file's vocabulary only, not its weights."""
+    from retryctl.models._embedded import EmbeddedBackend
+    from retryctl.models._local import import_llama_cpp
+
+    llama = import_llama_cpp().Llama(model_path=str(path), vocab_only=True, verbose=False)
+    return EmbeddedBackend(llama=llama).render_prompt
+
+
+def set_stage_mode(backend: OpenAIBackend, mode: StageMode | None, render: PromptRenderer | None) -> None:
+    """Give a built backend its ``stage_mode`` and ``render_prompt``, checked as its constructor does
+    (for a backend a caller did not construct: the demo's, a Ray worker's)."""
+    check_stage_mode(mode, render)
+    backend.stage_mode, backend.render_prompt = mode, render
 
 
 @dataclass

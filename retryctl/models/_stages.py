@@ -6,6 +6,10 @@ A stage's ``None`` knob takes the draw's own value (:class:`~retryctl.models.Sam
 stage is cut by its ``max_tokens`` before any of its ``end`` strings, ``end[0]`` is appended to its text
 before the next stage starts, so the next stage always continues after a closed stage (a model family's
 ``</think>``). Delimiters are options: nothing here knows any model family's.
+
+A staged sample's answer is read from its **last stage's** text alone (:func:`answer_text`): a
+``think`` stage's working is not its answer, and no stage's ``start`` or ``end`` delimiter reaches it.
+A sample whose last stage did not run (cut short before it) has no answer.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from typing import Any
 
 from retryctl.exceptions import ConfigError
 
-__all__ = ["Stage", "StageOutcome", "check_stages", "staged_input_bound"]
+__all__ = ["Stage", "StageOutcome", "answer_text", "check_stages", "staged_input_bound"]
+
+_CLI_RESERVED = (":", ",")
+"""Characters a stage's name cannot hold: ``--stage NAME:key=value,...`` could not write it back."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +75,13 @@ class Stage:
 def _check(stage: Stage, where: str) -> None:
     if not isinstance(stage.name, str) or not stage.name.strip():
         raise ConfigError(field=f"{where}.name", value=stage.name, problem="must be a non-empty string")
+    if any(c in stage.name for c in _CLI_RESERVED) or stage.name != stage.name.strip():
+        raise ConfigError(
+            field=f"{where}.name",
+            value=stage.name,
+            problem="must not hold ':' or ',' or start or end with a space (--stage NAME:... could not "
+            "write it)",
+        )
     if isinstance(stage.max_tokens, bool) or not isinstance(stage.max_tokens, int) or stage.max_tokens < 1:
         raise ConfigError(field=f"{where}.max_tokens", value=stage.max_tokens, problem="must be an int >= 1")
     t = stage.temperature
@@ -135,3 +149,25 @@ class StageOutcome:
     (``cut_below``)."""
     prompt_tokens: int | None = None
     """Prompt tokens the backend (re-)evaluated for this stage's request, where known."""
+
+
+def answer_text(outcomes: Sequence[StageOutcome], stages: Sequence[Stage]) -> str | None:
+    """The text a staged sample's answer is read from: its last stage's, without that stage's
+    ``start`` (at its front) and a closing ``end`` string (at its back), and without any stage's
+    delimiter of two or more characters (a ``</think>`` the model wrote again) wherever it occurs,
+    each replaced by a line break. ``None`` when the last stage did not run (the sample was cut
+    before it). Shorter delimiters (an ``end="."``) are taken off at the edges only, so that the
+    ``.`` of ``12.5`` stays."""
+    if not stages or not outcomes or outcomes[-1].name != stages[-1].name or len(outcomes) != len(stages):
+        return None
+    last, text = stages[-1], outcomes[-1].text
+    if last.start and text.startswith(last.start):
+        text = text[len(last.start) :]
+    for end in sorted(last.end, key=len, reverse=True):
+        if text.endswith(end):
+            text = text[: -len(end)]
+            break
+    delimiters = {d.strip() for s in stages for d in (s.start, *s.end)}
+    for delimiter in sorted((d for d in delimiters if len(d) >= 2), key=len, reverse=True):
+        text = text.replace(delimiter, "\n")
+    return text

@@ -59,7 +59,7 @@ from retryctl.models._base import sample_within
 from retryctl.models._messages import Message
 from retryctl.models._prompt_bound import PER_MESSAGE_TOKENS, TEMPLATE_TOKENS, prompt_tokens_bound
 from retryctl.models._retry import RetryListener, TransportRetry, transport_retries
-from retryctl.models._stages import check_stages, staged_input_bound
+from retryctl.models._stages import answer_text, check_stages, staged_input_bound
 from retryctl.models._token_stats import token_stats
 from retryctl.nodes._state import CandidateRecord
 
@@ -78,14 +78,18 @@ class SamplingSchedule:
     The temperature of attempt ``n`` is ``temperatures[n - 1]`` (the last one repeats): e.g.
     ``(0.2, 0.7, 1.0)`` starts nearly greedy and widens the search on each retry. Once ``min_samples``
     are in and the stopping rule asks for more (the samples disagree), further draws use
-    ``disagreement_temperature`` when it is set. Every candidate gets its own seed (``seed`` + a stride
-    per attempt + its index), so branches differ and a rerun draws the same ones.
+    ``disagreement_temperature`` when it is set. With ``stages``, these temperatures are the draw's:
+    they reach the stages that leave ``temperature`` unset, and a stage's own temperature holds on
+    every draw (a schedule whose every stage sets one refuses a ``disagreement_temperature`` or a
+    second attempt temperature, which would change nothing). Every candidate gets its own seed
+    (``seed`` + a stride per attempt + its index), so branches differ and a rerun draws the same ones.
     """
 
     temperatures: tuple[float, ...] = (0.7,)
     """Temperature per attempt; the last value repeats."""
     disagreement_temperature: float | None = None
-    """Temperature of the extra draws made because the samples disagreed; ``None`` keeps the attempt's."""
+    """Temperature of the extra draws made because the samples disagreed; ``None`` keeps the attempt's.
+    With ``stages``: of the stages that leave ``temperature`` unset."""
     top_p: float | None = None
     """Nucleus sampling mass, ``None`` for the backend default."""
     seed: int | None = None
@@ -101,7 +105,9 @@ class SamplingSchedule:
     ``answer`` stage at the attempt's), one request each, the second continuing the first's text. A
     stage's ``None`` knob takes the draw's value; a sample then reserves the stages' caps summed as
     output (``max_tokens`` is not used) and the prompt once per stage, with what came before it, as
-    input (:func:`~retryctl.models._stages.staged_input_bound`). ``()``: one request per sample."""
+    input (:func:`~retryctl.models._stages.staged_input_bound`). A sample's answer is read from the
+    last stage's text, its delimiters taken off (:func:`~retryctl.models._stages.answer_text`).
+    ``()``: one request per sample."""
 
     def __post_init__(self) -> None:
         if not self.temperatures:
@@ -117,8 +123,30 @@ class SamplingSchedule:
         if self.batch < 1:
             raise ConfigError(field="batch", value=self.batch, problem="must be >= 1")
         object.__setattr__(self, "stages", check_stages(self.stages))
+        self._check_stage_temperatures()
         # The rest (top_p, seed, max_tokens, stages) is checked by SamplingParams itself.
         self.params(attempt=1, drawn=0, disagreed=False)
+
+    def _check_stage_temperatures(self) -> None:
+        """A schedule's temperatures reach only the stages that leave theirs unset: where every stage
+        sets its own, a ``disagreement_temperature`` or a second attempt temperature would change
+        nothing, and the extra draws would be the first ones again."""
+        own = [f"{s.name}={s.temperature:g}" for s in self.stages if s.temperature is not None]
+        if not self.stages or len(own) < len(self.stages):
+            return
+        why = f"every stage sets its own temperature ({', '.join(own)}), so it would reach none"
+        if self.disagreement_temperature is not None:
+            raise ConfigError(
+                field="disagreement_temperature",
+                value=self.disagreement_temperature,
+                problem=f"{why}: leave temperature unset on the stage(s) it should widen",
+            )
+        if len(set(self.temperatures)) > 1:
+            raise ConfigError(
+                field="temperatures",
+                value=self.temperatures,
+                problem=f"{why}: leave temperature unset on the stage(s) the attempts should vary",
+            )
 
     def params(self, *, attempt: int, drawn: int, disagreed: bool, strictness: float = 1.0) -> SamplingParams:
         """The sampling parameters of the draw that starts at sample ``drawn`` of ``attempt``, at the
@@ -210,6 +238,15 @@ class SampleOutcome:
     """The transport retries the backend made inside this attempt's draws (each one also a note)."""
 
 
+def drawn_temperature(params: SamplingParams) -> float:
+    """The temperature a draw's samples were made at, as far as telling a repeat goes: a staged
+    sample's highest stage temperature (a stage's own, else the draw's), for only where every stage
+    is near-greedy are two equal texts one path drawn twice."""
+    if not params.stages:
+        return params.temperature
+    return max(s.temperature if s.temperature is not None else params.temperature for s in params.stages)
+
+
 def _text_bound(text: str) -> int:
     return prompt_tokens_bound([text]) - PER_MESSAGE_TOKENS - TEMPLATE_TOKENS
 
@@ -288,15 +325,20 @@ class _Votes:
     token_cap: int | None = None
     """Tokens of each candidate whose diagnostics are kept (the policy's ``token_log``); ``None``: none."""
 
-    def add(self, c: Candidate, equivalence: EquivalenceLike, attempt: int, asked: float) -> CandidateRecord:
-        """Record ``c`` (drawn at temperature ``asked`` unless it says otherwise); vote unless a repeat
-        or a sample cut short."""
+    def add(
+        self, c: Candidate, equivalence: EquivalenceLike, attempt: int, params: SamplingParams
+    ) -> CandidateRecord:
+        """Record ``c`` (drawn with ``params``); vote unless a repeat or a sample cut short. A staged
+        sample's answer is read from its last stage (:func:`~retryctl.models._stages.answer_text`)."""
         self.drawn += 1
         if c.finish_reason == "cut":
             self.cut += 1
             return _record(c, None, attempt, repeat=False, cut=True, token_cap=self.token_cap)
-        answer = c.answer if c.answer is not None else equivalence(c.text)
-        temperature = c.temperature if c.temperature is not None else asked
+        answer = c.answer
+        if answer is None:
+            read = answer_text(c.stages, params.stages) if params.stages else c.text
+            answer = None if read is None else equivalence(read)
+        temperature = c.temperature if c.temperature is not None else drawn_temperature(params)
         repeat = self.repeats.check(c.text, seed=c.seed, temperature=temperature)
         record = _record(c, answer, attempt, repeat=repeat, token_cap=self.token_cap)
         if not repeat:
@@ -399,13 +441,13 @@ def sampling(
         for r in held:
             r.commit(_actual(drawn, model, prices))
         before, cut_before = len(answers), votes.cut
-        out.candidates += [votes.add(c, equivalence, attempt, params.temperature) for c in drawn]
+        out.candidates += [votes.add(c, equivalence, attempt, params) for c in drawn]
         if drawn and len(answers) == before and votes.cut == cut_before:
             # A whole draw of repeats (near-greedy, or seeds already drawn): more of the same would
             # add samples and cost but no evidence, so the attempt is judged on what it has.
             out.notes.append(
                 f"sampling ended early: the last {len(drawn)} samples only repeated earlier ones "
-                f"(temperature {params.temperature:g}), so more would add no evidence"
+                f"(temperature {drawn_temperature(params):g}), so more would add no evidence"
             )
             return out
         decision = rule(votes.tally(cap))

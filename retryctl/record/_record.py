@@ -8,7 +8,8 @@ embedded one) and this process writes the bank. A sample keeps its text, the ans
 per-token logprobs and (where the backend gives them) the top alternatives at each token, the
 per-token diagnostics a decision log keeps under the same names (``token_text``, ``token_entropy``
 with ``entropy_kind``, ``token_top3``), its token count, finish reason, latency and seed. A staged
-sample (``SamplingParams.stages``) also keeps, per stage in order, its ``name``, ``tokens``,
+sample (``SamplingParams.stages``) has its answer read from its last stage's text alone
+(:func:`~retryctl.models._stages.answer_text`) and keeps, per stage in order, its ``name``, ``tokens``,
 ``finish_reason``, ``chars`` (the length of its part of the text, which the stages split in order)
 and, where the backend says, ``prompt_tokens`` (what its request re-evaluated).
 """
@@ -27,6 +28,7 @@ from retryctl.batch._executor import Done, drive
 from retryctl.batch._files import BANK_LINES, ResultsFile, read_results
 from retryctl.exceptions import RuntimeFailure
 from retryctl.models import Candidate, ModelBackend, SamplingParams, Stage, StageOutcome
+from retryctl.models._stages import answer_text
 from retryctl.models._token_stats import token_stats
 
 __all__ = [
@@ -71,10 +73,14 @@ class RecordPlan:
         return self.params.stages
 
 
-def _sample(candidate: Candidate, extract: Callable[[str], str | None]) -> dict[str, Any]:
+def _sample(
+    candidate: Candidate, extract: Callable[[str], str | None], stages: Sequence[Stage]
+) -> dict[str, Any]:
+    # A staged sample's answer is its last stage's (answer_text), as a step reads it.
+    read = answer_text(candidate.stages, stages) if stages else candidate.text
     out: dict[str, Any] = {
         "text": candidate.text,
-        "answer": extract(candidate.text),
+        "answer": None if read is None else extract(read),
         "tokens": candidate.usage.output_tokens,
         "finish_reason": candidate.finish_reason,
         "latency_ms": round(candidate.latency_ms, 3),
@@ -145,7 +151,7 @@ def bank_line(task: Task, candidates: Sequence[Candidate], plan: RecordPlan, mod
         "id": task.id,
         "question": task.question,
         "gold": task.gold if task.gold is not None else "",
-        "samples": [_sample(c, extract) for c in candidates],
+        "samples": [_sample(c, extract, plan.stages) for c in candidates],
         "model": model,
         "sampling": sampling_of(plan),
     }
@@ -170,6 +176,8 @@ async def record_bank(
     executor: Executor | None = None,
     base_url: str | None = None,
     model_name: str | None = None,
+    stage_mode: str | None = None,
+    chat_template: str | None = None,
 ) -> int:
     """Append a bank line to ``out`` for every task it does not hold yet; returns how many were added.
 
@@ -177,12 +185,19 @@ async def record_bank(
     here). ``on_done(task, line, seconds)`` is called after each line is written. A task whose gold
     is missing is recorded with an empty gold: such a bank cannot be graded, only replayed. With an
     ``executor`` its workers draw (``backend`` is not used: each builds the model from ``base_url`` and
-    ``model_name``); a task whose worker kept failing gets no line and raises at the end.
+    ``model_name``, and ``stage_mode``/``chat_template`` as :class:`BankJob` says); a task whose
+    worker kept failing gets no line and raises at the end.
     """
     held = recorded_ids(out) if recorded is None else recorded
     todo = [t for t in tasks if t.id not in held]
     if executor is not None:
-        job = BankJob(plan=plan, base_url=base_url, model_name=model_name)
+        job = BankJob(
+            plan=plan,
+            base_url=base_url,
+            model_name=model_name,
+            stage_mode=stage_mode,
+            chat_template=chat_template,
+        )
         return await _record_on(executor, job, todo, out, on_done)
     messages_of = _messages(plan.system)
     bank = ResultsFile(out, kind=BANK_LINES)
@@ -227,6 +242,10 @@ class BankJob:
     """The OpenAI-compatible server (``None``: the embedded model)."""
     model_name: str | None = None
     """The model on that server."""
+    stage_mode: str | None = None
+    """How that server continues a stage (``OpenAIBackend.stage_mode``)."""
+    chat_template: str | None = None
+    """The GGUF file whose chat template renders the prompt (``stage_mode="completions"``)."""
     logs: bool = False
     """A recording writes no decision log."""
 
@@ -234,7 +253,13 @@ class BankJob:
         """The model, once per worker."""
         from retryctl.agent._graph import demo_model
 
-        return demo_model(self.base_url, self.model_name)
+        model = demo_model(self.base_url, self.model_name)
+        if self.stage_mode is not None:
+            from retryctl.models._openai_stages import gguf_renderer, set_stage_mode
+
+            render = gguf_renderer(self.chat_template) if self.chat_template else None
+            set_stage_mode(model, self.stage_mode, render)  # type: ignore[arg-type]  # a server's
+        return model
 
     async def run(self, backend: ModelBackend, task: Task) -> dict[str, Any]:
         """The task's bank line, with how long it took (``elapsed_s``, read off by the driver)."""

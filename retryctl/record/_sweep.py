@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "render_sweep_html",
     "repetitive",
     "stage_figures",
+    "sweep_conflict",
     "swept_stages",
 ]
 
@@ -101,6 +102,39 @@ def swept_stages(stages: Sequence[Stage], point: GridPoint) -> tuple[Stage, ...]
         else s
         for s in stages
     )
+
+
+_FLAGS = (("temperature", "--temperature"), ("top_p", "--top-p"), ("min_p", "--min-p"))
+
+
+def sweep_conflict(
+    stages: Sequence[Stage], swept: str | None, given: Mapping[str, Sequence[float | None]]
+) -> str | None:
+    """Why a sweep's grid would not do what it says (``None``: it would), as one line naming the
+    flag and the stages. ``given`` holds each knob's values as given on the command line (a knob left
+    out is absent; ``None`` in a list: ``-``).
+
+    Unswept stages: where every stage sets a knob itself, the draw's value reaches none of them, so
+    two values of it would record the same samples under two labels. One stage swept: a knob that
+    stage sets itself would be silently replaced by the grid's values."""
+    for knob, flag in _FLAGS:
+        values = [v for v in given.get(knob, ()) if v is not None]
+        if swept is None and stages and len(set(values)) > 1:
+            own = [f"{s.name} {knob}={getattr(s, knob):g}" for s in stages if getattr(s, knob) is not None]
+            if len(own) == len(stages):
+                return (
+                    f"{flag}: every stage sets its own {knob} ({', '.join(own)}), so each point would draw "
+                    f"the same samples: sweep one stage's with --sweep-stage NAME, or leave {knob} out "
+                    "of a --stage"
+                )
+        held = next((s for s in stages if s.name == swept), None)
+        if held is not None and values and getattr(held, knob) is not None:
+            return (
+                f"--sweep-stage {swept}: the stage sets {knob}={getattr(held, knob):g} itself, which {flag} "
+                f"would replace: leave {knob} out of --stage {swept} to sweep it, or leave {flag} out to "
+                "keep it"
+            )
+    return None
 
 
 def repetitive(text: str) -> bool:

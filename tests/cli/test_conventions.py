@@ -104,6 +104,7 @@ class TestInterrupt:
         monkeypatch.setattr("retryctl.record.record_bank", interrupted)
         tasks, bank = _write(tmp_path / "t.jsonl", TASKS), tmp_path / "bank.jsonl"
         stages = ["--stage", "think:temperature=0.3,end=The answer is", "--stage", "answer:max_tokens=4"]
+        stages += ["--stage-mode", "continue"]  # a server's way to continue a stage
         args = ["record", str(tasks), "--out", str(bank), "--samples", "2", *stages, *SERVER]
         result = runner.invoke(app, args)
         assert result.exit_code == 130

@@ -101,3 +101,83 @@ class TestOnTheCommandLine:
         done = runner.invoke(app, args)
         assert done.exit_code == 2 and not out.exists()
         assert done.stderr.strip() == "error: --sweep-stage 'answer': no --stage of that name (stages: think)"
+
+
+SERVER = ["--base-url", "http://127.0.0.1:9/v1", "--model-name", "m"]  # port 9: nothing answers
+
+
+class TestStageModeOnTheCommandLine:
+    @pytest.mark.parametrize("command", ["record", "sweep"])
+    @pytest.mark.parametrize(
+        ("extra", "named"),
+        [
+            ([], "--stage with --base-url needs --stage-mode: 'continue'"),
+            (["--stage-mode", "prefill"], "--stage-mode 'prefill': must be one of continue, completions"),
+            (["--stage-mode", "completions"], "--stage-mode completions needs --chat-template-gguf"),
+            (["--stage-mode", "continue", "--chat-template-gguf", "x.gguf"], "--chat-template-gguf: only"),
+            (["--stage-mode", "completions", "--chat-template-gguf", "no.gguf"], "no.gguf: no such file"),
+        ],
+    )
+    def test_a_server_stage_without_its_mode_is_one_line_and_no_file(
+        self, tmp_path: Path, command: str, extra: list[str], named: str
+    ) -> None:
+        out = tmp_path / ("bank.jsonl" if command == "record" else "sweep")
+        stages = ["--stage", "think:max_tokens=8", "--stage", "answer:max_tokens=4"]
+        args = [command, str(_tasks(tmp_path)), "--out", str(out), *stages, *SERVER, *extra]
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2, done.output
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --") and named in lines[0]
+        assert not out.exists()
+
+    def test_a_stage_mode_without_a_server_is_refused(self, tmp_path: Path) -> None:
+        out = tmp_path / "bank.jsonl"
+        args = [
+            "record",
+            str(_tasks(tmp_path)),
+            "--out",
+            str(out),
+            "--stage",
+            "a",
+            "--stage-mode",
+            "continue",
+        ]
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2 and "--stage-mode: only with --base-url" in done.stderr
+        assert not out.exists()
+
+
+class TestSweepKnobsEveryStageOverrides:
+    def test_two_temperatures_no_stage_takes_are_refused_naming_the_stages(self, tmp_path: Path) -> None:
+        out = tmp_path / "sweep"
+        stages = ["--stage", "think:temperature=0.2", "--stage", "answer:temperature=0.9"]
+        args = ["sweep", str(_tasks(tmp_path)), "--out", str(out), *stages, "--temperature", "0.2,0.8"]
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2 and not out.exists()
+        line = done.stderr.strip()
+        assert line.startswith("error: --temperature: every stage sets its own temperature")
+        assert "think temperature=0.2, answer temperature=0.9" in line and "--sweep-stage" in line
+
+    def test_a_knob_one_stage_leaves_unset_is_swept(self) -> None:
+        from retryctl.record._sweep import sweep_conflict
+
+        stages = (Stage(name="think", temperature=0.2, max_tokens=8), Stage(name="answer", max_tokens=4))
+        assert sweep_conflict(stages, None, {"temperature": [0.2, 0.8]}) is None
+        # top_p: '-' alone is not a value; two values no stage takes are refused like temperatures
+        both = tuple(Stage(name=s.name, top_p=0.9, max_tokens=4) for s in stages)
+        assert sweep_conflict(both, None, {"top_p": [None]}) is None
+        assert (sweep_conflict(both, None, {"top_p": [0.5, 0.9]}) or "").startswith("--top-p: every stage")
+
+    @pytest.mark.parametrize(("flag", "value"), [("--temperature", "0.2,0.8"), ("--top-p", "0.5")])
+    def test_a_swept_stage_s_own_knob_is_not_silently_replaced(
+        self, tmp_path: Path, flag: str, value: str
+    ) -> None:
+        out = tmp_path / "sweep"
+        stages = ["--stage", "think:temperature=0.9,top_p=0.95", "--stage", "answer"]
+        args = ["sweep", str(_tasks(tmp_path)), "--out", str(out), *stages, "--sweep-stage", "think"]
+        done = runner.invoke(app, [*args, flag, value])
+        assert done.exit_code == 2 and not out.exists()
+        line = done.stderr.strip()
+        knob = flag[2:].replace("-", "_")
+        assert line.startswith(f"error: --sweep-stage think: the stage sets {knob}=")
+        assert f"leave {knob} out of --stage think" in line and f"leave {flag} out" in line

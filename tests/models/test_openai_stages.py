@@ -38,6 +38,19 @@ class TestStageModeIsExplicit:
             asyncio.run(backend.sample(Q, SamplingParams(stages=(THINK, ANSWER))))
         assert err.value.field == "stage_mode"
 
+    def test_a_ray_worker_builds_the_server_with_the_record_s_stage_mode(self):
+        from retryctl.record import BankJob, RecordPlan
+
+        plan = RecordPlan(samples=1, params=SamplingParams(stages=(THINK, ANSWER)))
+        job = BankJob(plan=plan, base_url="http://127.0.0.1:9/v1", model_name="m", stage_mode="continue")
+        model = job.build(None)
+        assert isinstance(model, OpenAIBackend) and model.stage_mode == "continue"
+        with pytest.raises(ConfigError) as err:  # completions without its template: refused, as built
+            BankJob(
+                plan=plan, base_url="http://127.0.0.1:9/v1", model_name="m", stage_mode="completions"
+            ).build(None)
+        assert err.value.field == "render_prompt"
+
 
 @needs_llama
 class TestStagesOnLlamaServer:
@@ -139,3 +152,39 @@ class TestContinueModeOnTheWire:
         # Billed: both prompts whole; evaluated: less what the server said it had cached.
         assert cand.usage.input_tokens == 50
         assert [s.prompt_tokens for s in cand.stages] == [20, 6]
+
+
+@needs_llama
+class TestRecordStagesOnLlamaServer:
+    """``retryctl record --stage ... --base-url`` against a real ``llama_cpp.server``."""
+
+    def test_completions_mode_records_each_stage_from_the_server(self, llama_server, gguf_path, tmp_path):
+        from typer.testing import CliRunner
+
+        from retryctl.banks import load_bank
+        from retryctl.cli import app
+
+        tasks, bank = tmp_path / "tasks.jsonl", tmp_path / "bank.jsonl"
+        tasks.write_text(json.dumps({"id": "a", "question": "What is 12 + 7?", "gold": "19"}) + "\n")
+        stages = ["--stage", "think:temperature=0,max_tokens=16,start=<think>\\n,end=</think>"]
+        stages += ["--stage", "answer:max_tokens=8,start=\\nAnswer:"]
+        server = ["--base-url", llama_server, "--model-name", "smollm2"]
+        mode = ["--stage-mode", "completions", "--chat-template-gguf", str(gguf_path)]
+        args = ["record", str(tasks), "--out", str(bank), "--samples", "2", "--extract", "number"]
+        done = CliRunner().invoke(app, [*args, *stages, *mode, *server])
+        assert done.exit_code == 0, done.output
+        [question] = load_bank(bank)
+        for sample in question.samples:
+            think, answer = sample.stage_texts() or ("", "")
+            assert [s.name for s in sample.stages] == ["think", "answer"]
+            assert (
+                think.startswith("<think>\n")
+                and think.endswith("</think>")
+                and answer.startswith("\nAnswer:")
+            )
+            # a server bills each stage's prompt whole: the answer stage's held the think stage's text
+            first, second = sample.stages
+            assert first.prompt_tokens is not None and second.prompt_tokens is not None
+            assert second.prompt_tokens >= first.prompt_tokens + first.tokens
+            # the bank's answer is the answer stage's, never a delimiter
+            assert sample.answer is None or "<" not in sample.answer

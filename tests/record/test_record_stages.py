@@ -67,7 +67,8 @@ class TestStagedRecord:
 class TestStagedSweep:
     def test_sweeping_one_stage_holds_the_other_and_reports_each(self, tmp_path: Path) -> None:
         tasks, out = _tasks(tmp_path), tmp_path / "sweep"
-        args = ["sweep", str(tasks), "--out", str(out), *ARGS, "--stage", THINK, "--stage", ANSWER]
+        unset = THINK.replace("temperature=0.3,", "")  # the swept knob is the sweep's to set
+        args = ["sweep", str(tasks), "--out", str(out), *ARGS, "--stage", unset, "--stage", ANSWER]
         args += ["--sweep-stage", "think", "--temperature", "0.2,1.0"]
         done = runner.invoke(app, [*args, "--json"])
         assert done.exit_code == 0, done.output

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from retryctl.cli._record import _sweep_table
+from retryctl.cli._sweep import _sweep_table
 from retryctl.record._sweep_page import SWEEP_COLUMNS, sweep_cells
 
 ROW = {

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from retryctl.cli._eval import _table as _eval_table
-from retryctl.cli._record import _sweep_table
+from retryctl.cli._sweep import _sweep_table
 from retryctl.evals._report import render_html
 from retryctl.record._sweep_page import SWEEP_COLUMNS, render_sweep_html
 from retryctl.report._html import _count
