@@ -43,6 +43,7 @@ from typing import Any
 from retryctl._extras import require_extra
 from retryctl.batch._executor import Done, Job
 from retryctl.batch._files import Task
+from retryctl.batch._ray_probe import probe_cluster
 from retryctl.exceptions import ConfigError
 
 __all__ = ["AUTO", "LOCAL", "RayExecutor", "check_address"]
@@ -74,6 +75,13 @@ def check_address(address: str, *, field: str = "address") -> str:
 
 _LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 """For a cluster started for the run: no token written under ~/.ray, no usage report."""
+
+_DRIVER_ENV = {"RAY_enable_output_error_log_if_still_retry": "0"}
+"""For this process's Ray (the owner of the tasks), whatever the cluster: a call that fails and will be
+retried is not announced. Ray prints "(raylet) Task _Worker.run failed. There are 3 retries remaining"
+for each call out when its actor is killed, which the end of a run (Ctrl-C, a paused batch: the actors
+are killed with calls still out) always does (measured: gone with this set, Ray 2.60); a call Ray gives
+up on still comes back as an error and is written as one."""
 
 
 class _Worker:
@@ -252,6 +260,8 @@ class RayExecutor:
 
     def _init(self, ray: Any) -> None:
         kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        for key, value in _DRIVER_ENV.items():
+            os.environ.setdefault(key, value)  # read by Ray's core worker when ray.init starts it
         if self.address == LOCAL:
             for key, value in _LOCAL_ENV.items():
                 os.environ.setdefault(key, value)
@@ -262,6 +272,7 @@ class RayExecutor:
                 value=self.num_cpus,
                 problem="sets the CPUs of a cluster started for the run only",
             )
+        probe_cluster(self.address, field="ray")  # ray.init retries an address nobody answers at for ever
         try:
             ray.init(address=self.address, **kwargs)
         except ConnectionError as exc:
