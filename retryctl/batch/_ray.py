@@ -12,10 +12,11 @@ Public shape::
 
 ``address`` is what ``ray.init`` takes: ``local`` starts a cluster on this machine for the run (bound to
 127.0.0.1, no dashboard, no usage stats; stopped at the end), ``auto`` finds the one ``ray start`` made
-here, ``HOST:PORT`` (or ``ray://HOST:PORT``) connects to one. ``workers`` actors (default: the cluster's
-CPUs over ``worker_cpus``) are placed with Ray's ``SPREAD`` strategy; each builds the job once (the
-graph, and with it the embedded model: one load per worker process) and runs up to ``per_worker``
-tasks at once on its event loop. The driver keeps at most ``max_in_flight`` tasks out (default
+here, ``HOST:PORT`` (or ``ray://HOST:PORT``) connects to one, after :mod:`~retryctl.batch._ray_probe`
+found a Ray cluster answering there (``ray.init`` would retry for ever). ``workers`` actors (default:
+the cluster's CPUs over ``worker_cpus``) are placed with Ray's ``SPREAD`` strategy; each builds the
+job once (the graph, and with it the embedded model: one load per worker process) and runs up to
+``per_worker`` tasks at once on its event loop. The driver keeps at most ``max_in_flight`` tasks out (default
 ``workers x per_worker``), each on the least-loaded actor.
 
 Faults. An actor whose process dies is restarted by Ray (``max_restarts=-1``: it builds the job again)
