@@ -12,10 +12,11 @@ Public shape::
 
 ``address`` is what ``ray.init`` takes: ``local`` starts a cluster on this machine for the run (bound to
 127.0.0.1, no dashboard, no usage stats; stopped at the end), ``auto`` finds the one ``ray start`` made
-here, ``HOST:PORT`` (or ``ray://HOST:PORT``) connects to one. ``workers`` actors (default: the cluster's
-CPUs over ``worker_cpus``) are placed with Ray's ``SPREAD`` strategy; each builds the job once (the
-graph, and with it the embedded model: one load per worker process) and runs up to ``per_worker``
-tasks at once on its event loop. The driver keeps at most ``max_in_flight`` tasks out (default
+here, ``HOST:PORT`` (or ``ray://HOST:PORT``) connects to one, after :mod:`~retryctl.batch._ray_probe`
+found a Ray cluster answering there (``ray.init`` would retry for ever). ``workers`` actors (default:
+the cluster's CPUs over ``worker_cpus``) are placed with Ray's ``SPREAD`` strategy; each builds the
+job once (the graph, and with it the embedded model: one load per worker process) and runs up to
+``per_worker`` tasks at once on its event loop. The driver keeps at most ``max_in_flight`` tasks out (default
 ``workers x per_worker``), each on the least-loaded actor.
 
 Faults. An actor whose process dies is restarted by Ray (``max_restarts=-1``: it builds the job again)
@@ -43,6 +44,7 @@ from typing import Any
 from retryctl._extras import require_extra
 from retryctl.batch._executor import Done, Job
 from retryctl.batch._files import Task
+from retryctl.batch._ray_probe import probe_cluster
 from retryctl.exceptions import ConfigError
 
 __all__ = ["AUTO", "LOCAL", "RayExecutor", "check_address"]
@@ -74,6 +76,13 @@ def check_address(address: str, *, field: str = "address") -> str:
 
 _LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 """For a cluster started for the run: no token written under ~/.ray, no usage report."""
+
+_DRIVER_ENV = {"RAY_enable_output_error_log_if_still_retry": "0"}
+"""For this process's Ray (the owner of the tasks), whatever the cluster: a call that fails and will be
+retried is not announced. Ray prints "(raylet) Task _Worker.run failed. There are 3 retries remaining"
+for each call out when its actor is killed, which the end of a run (Ctrl-C, a paused batch: the actors
+are killed with calls still out) always does (measured: gone with this set, Ray 2.60); a call Ray gives
+up on still comes back as an error and is written as one."""
 
 
 class _Worker:
@@ -252,6 +261,8 @@ class RayExecutor:
 
     def _init(self, ray: Any) -> None:
         kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        for key, value in _DRIVER_ENV.items():
+            os.environ.setdefault(key, value)  # read by Ray's core worker when ray.init starts it
         if self.address == LOCAL:
             for key, value in _LOCAL_ENV.items():
                 os.environ.setdefault(key, value)
@@ -262,6 +273,7 @@ class RayExecutor:
                 value=self.num_cpus,
                 problem="sets the CPUs of a cluster started for the run only",
             )
+        probe_cluster(self.address, field="ray")  # ray.init retries an address nobody answers at for ever
         try:
             ray.init(address=self.address, **kwargs)
         except ConnectionError as exc:

@@ -340,8 +340,11 @@ def batch(
     graph = GraphSpec(spec=graph_spec, factory_kwargs=factory_kwargs, checkpoints=checkpoints)
     run = Run(config=config, console=console, executor=executor, log=decision_log)
     try:
-        # Under --json stdout is the summary alone (_quiet_stdout).
-        outcome = run_quietly(session(graph, tasks=tasks, pending=pending, out=out, run=run), quiet=as_json)
+        # Under --json stdout is the summary alone; under --ray Ray's driver prints to it from its thread
+        # while the run goes, so the run's lines go to stderr and the summary after it to stdout
+        # (_quiet_stdout).
+        main = session(graph, tasks=tasks, pending=pending, out=out, run=run)
+        outcome = run_quietly(main, quiet=as_json or executor is not None)
     except KeyboardInterrupt:
         finished = len(read_results(out).finished)
         interrupted(

@@ -64,7 +64,8 @@ def ray_executor(
     address: str | None, *, per_worker: int, command: str, refused: Mapping[str, object] | None = None
 ) -> RayExecutor | None:
     """The executor ``--ray`` asks for (``None`` without it); a missing extra exits 2 with one line, as
-    does an option of ``refused`` that was given (one that cannot work across machines)."""
+    do an option of ``refused`` that was given (one that cannot work across machines) and an address
+    where no Ray cluster answers."""
     if address is None:
         return None
     for option, value in (refused or {}).items():
@@ -73,10 +74,12 @@ def ray_executor(
             raise typer.Exit(2)
     require_extra("ray", f"{command} --ray")
     from retryctl.batch._ray import RayExecutor, check_address
+    from retryctl.batch._ray_probe import probe_cluster
     from retryctl.exceptions import ConfigError
 
     try:
         check_address(address, field=RAY)
+        probe_cluster(address, field=RAY)  # before any file is made: ray.init would hang on it
         return RayExecutor(address=address, per_worker=per_worker)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

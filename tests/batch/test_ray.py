@@ -87,4 +87,7 @@ def test_a_batch_on_a_local_cluster_writes_each_task_once_with_its_records(
     pids = builds.read_text().split()
     assert pids and len(pids) == len(set(pids)) < len(QUESTIONS)  # once per worker, not per task
     node = nodes.pop()
-    assert f"[{node}: {len(QUESTIONS)}]" in done.stdout  # the per-node tally of the last line
+    # The run's lines (and anything Ray's driver prints while it goes) on stderr, the summary on stdout.
+    assert f"[{node}: {len(QUESTIONS)}]" in done.stderr  # the per-node tally of the last line
+    assert f"[{node}:" not in done.stdout
+    assert "batch summary" in done.stdout

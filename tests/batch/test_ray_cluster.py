@@ -11,6 +11,8 @@ flight. Every batch runs as a real ``retryctl`` process, as a user runs it.
   the results exactly once, the decision log verifies and ``retryctl audit`` explains one run per
   task, the summary counts every task, and both nodes ran tasks.
 - The driver killed mid-batch: ``--resume`` finishes the rest, every task exactly once.
+- Ctrl-C mid-batch (SIGINT, no ``--json``): exit 130, and none of Ray's "retries remaining" messages
+  for the calls out, on stdout or stderr.
 - Every node registered under an address of this machine's own interfaces (first, while both live).
 - The second node killed whole mid-batch (raylet, agents, workers: a lost machine), last in the
   module: every task exactly once, the rest finished on the head.
@@ -246,6 +248,33 @@ class TestDriverKilledMidBatch:
         assert verify_log(log).ok
         assert {getattr(r, "run_id", None) for r in read_records(log)} >= set(ids)
         assert _audit(log)["ok"] is True
+
+
+class TestInterruptedMidBatch:
+    def test_ctrl_c_exits_130_without_rays_retry_messages(
+        self, tmp_path: Path, cluster: RayCluster, upstream: str
+    ) -> None:
+        # As the user saw it: no --json, so the summary would be stdout's; calls out when Ctrl-C comes.
+        ids = _tasks(tmp_path / "tasks.jsonl", 24)
+        out, log = tmp_path / "results.jsonl", tmp_path / "decisions.jsonl"
+        args = [a for a in _batch(tmp_path / "tasks.jsonl", out, log, cluster, upstream) if a != "--json"]
+        proc = _start(args, cluster)
+        try:
+            seen = _until(proc, lambda done, nodes: done >= 2)
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole group
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        everything = "".join(seen) + stderr
+        assert proc.returncode == 130, everything + stdout
+        assert "interrupted:" in stderr and "--resume" in stderr
+        assert "(raylet)" not in stdout, stdout
+        assert "retries remaining" not in everything + stdout, everything + stdout
+        kept = {line["id"] for line in _lines(out)}
+        assert 2 <= len(kept) < len(ids)
+        assert verify_log(log).ok
 
 
 class TestNodeKilledMidBatch:

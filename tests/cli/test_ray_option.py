@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from retryctl import _extras
 from retryctl.cli import app
+from tests._ray_cluster import free_port
 
 runner = CliRunner()
 
@@ -65,9 +66,30 @@ class TestRayOption:
             "--graph",
             "tests.batch._graphs:nope",
         ]
-        result = runner.invoke(app, [*args, "--ray", "127.0.0.1:1"])  # nothing listens there
+        # Before a cluster is started for the run (an address is probed earlier still: see below).
+        result = runner.invoke(app, [*args, "--ray", "local"])
         assert result.exit_code == 2, result.output
         assert "has no attribute 'nope'" in result.output
+
+    @pytest.mark.parametrize("command", ["batch", "eval", "record"])
+    @pytest.mark.parametrize("scheme", ["", "ray://"])
+    def test_an_address_nobody_answers_at_exits_2_before_anything_is_written(
+        self, tmp_path: Path, command: str, scheme: str
+    ) -> None:
+        out = tmp_path / ("out" if command == "eval" else "r.jsonl")
+        address = f"{scheme}127.0.0.1:{free_port()}"
+        args = [command, str(_tasks(tmp_path / "t.jsonl")), "--out", str(out), "--ray", address]
+        if command == "batch":
+            args += ["--graph", "tests.batch._graphs:build", "--log", str(tmp_path / "log.jsonl")]
+        else:
+            args += ["--base-url", "http://127.0.0.1:9", "--model-name", "m"]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, result.output
+        assert f"--ray={address!r}" in errors[0]
+        assert "no Ray cluster answers at 127.0.0.1:" in errors[0]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
 
 
 def _address(command: str, tmp_path: Path, *options: str) -> object:
