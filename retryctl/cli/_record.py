@@ -81,7 +81,11 @@ def _backend(
 
         if template is not None:
             require_embedded_build(f"retryctl {command} --chat-template-gguf")
-        set_stage_mode(model, stage_mode, stage_renderer(stage_mode, template))  # type: ignore[arg-type]
+        try:
+            render = stage_renderer(stage_mode, template)
+        except ValueError as exc:  # llama.cpp cannot read it: not a GGUF, or a truncated one
+            _fail(f"--chat-template-gguf {template}: not a model file llama.cpp can read ({exc})")
+        set_stage_mode(model, stage_mode, render)  # type: ignore[arg-type]
     return model
 
 

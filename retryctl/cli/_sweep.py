@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -34,11 +34,19 @@ from retryctl.cli._record import (
     _tasks,
 )
 from retryctl.cli._stage_option import ChatTemplateOption, StageModeOption, StageOption
+from retryctl.exceptions import BankFormatError
+
+if TYPE_CHECKING:
+    from retryctl.record._sweep import GridPoint
 
 __all__ = ["sweep"]
 
 _DRAW_TEMPERATURE = 0.7
 """``record``'s default temperature: a sweep of one stage draws the held stages' unset knobs at it."""
+
+
+_NONE = object()
+"""No value repeated (``None`` is a value here: ``-``)."""
 
 
 def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
@@ -55,7 +63,21 @@ def _floats(text: str, name: str, *, optional: bool) -> list[float | None]:
             _fail(f"{name} {text!r}: {part!r} is not a number")
     if not out:
         _fail(f"{name}: give at least one value")
+    # Two points of one setting would write one bank twice over (every task id twice).
+    repeated = next((v for i, v in enumerate(out) if v in out[:i]), _NONE)
+    if repeated is not _NONE:
+        _fail(f"{name} {text!r}: {'-' if repeated is None else f'{repeated:g}'} is given twice")
     return out
+
+
+def _figures(points: list[GridPoint], out: Path) -> list[dict[str, Any]]:
+    """Each point's figures from its bank; a malformed bank exits 2 with one line naming it."""
+    from retryctl.record._sweep import point_figures
+
+    try:
+        return [point_figures(p, out / p.file_name) for p in points]
+    except BankFormatError as exc:  # a bank under --out written by hand, or by an older sweep
+        _fail(f"--out: {exc}")
 
 
 def _sweep_table(rows: list[dict[str, Any]]) -> Table:
@@ -128,7 +150,7 @@ def sweep(
 ) -> None:
     """Record a bank per grid point of temperature × top-p × min-p (of one stage's with --sweep-stage),
     then compare them."""
-    from retryctl.record._sweep import grid, point_figures, render_sweep_html, sweep_conflict, swept_stages
+    from retryctl.record._sweep import grid, render_sweep_html, sweep_conflict, swept_stages
     from retryctl.record._sweep_tokens import sweep_heat_maps
 
     tasks = _tasks(tasks_path)
@@ -197,7 +219,7 @@ def sweep(
             f"{os.fspath(out)}",
             again_command(ctx),
         )
-    rows = [point_figures(p, out / p.file_name) for p in points]
+    rows = _figures(points, out)
     if html is not None:
         maps = sweep_heat_maps([(p.heading, out / p.file_name) for p in points])
         page = render_sweep_html(rows, title=f"retryctl sweep: {tasks_path.name}", heat_maps=maps)

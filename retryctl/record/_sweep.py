@@ -119,7 +119,9 @@ def sweep_conflict(
     stage sets itself would be silently replaced by the grid's values."""
     for knob, flag in _FLAGS:
         values = [v for v in given.get(knob, ()) if v is not None]
-        if swept is None and stages and len(set(values)) > 1:
+        # Any value given (one, or '-' beside a number) reaches no stage that sets its own: the
+        # points would be labelled with settings their samples were not drawn at.
+        if swept is None and stages and values:
             own = [f"{s.name} {knob}={getattr(s, knob):g}" for s in stages if getattr(s, knob) is not None]
             if len(own) == len(stages):
                 return (

@@ -181,3 +181,38 @@ class TestSweepKnobsEveryStageOverrides:
         knob = flag[2:].replace("-", "_")
         assert line.startswith(f"error: --sweep-stage think: the stage sets {knob}=")
         assert f"leave {knob} out of --stage think" in line and f"leave {flag} out" in line
+
+
+class TestSweepGridMistakes:
+    """What a new user typed: each is one ``error:`` line, exit 2, and nothing written."""
+
+    @pytest.mark.parametrize(
+        ("flag", "value", "twice"),
+        [("--temperature", "0.2,0.20", "0.2"), ("--top-p", "-,-", "-"), ("--min-p", "0.05,0.1,0.05", "0.05")],
+    )
+    def test_a_value_given_twice(self, tmp_path: Path, flag: str, value: str, twice: str) -> None:
+        out = tmp_path / "sweep"
+        done = runner.invoke(app, ["sweep", str(_tasks(tmp_path)), "--out", str(out), flag, value])
+        assert done.exit_code == 2 and not out.exists()
+        assert done.stderr.strip() == f"error: {flag} {value!r}: {twice} is given twice"
+
+    @pytest.mark.parametrize(("flag", "value"), [("--temperature", "0.5"), ("--top-p", "0.5,-")])
+    def test_one_value_no_stage_takes(self, tmp_path: Path, flag: str, value: str) -> None:
+        out = tmp_path / "sweep"
+        stages = ["--stage", "think:temperature=0.2,top_p=0.9", "--stage", "answer:temperature=0.9,top_p=0.8"]
+        done = runner.invoke(app, ["sweep", str(_tasks(tmp_path)), "--out", str(out), *stages, flag, value])
+        assert done.exit_code == 2 and not out.exists()
+        assert done.stderr.strip().startswith(f"error: {flag}: every stage sets its own")
+
+    def test_a_chat_template_file_that_is_not_a_model(self, tmp_path: Path) -> None:
+        out = tmp_path / "bank.jsonl"
+        not_gguf = tmp_path / "template.gguf"
+        not_gguf.write_text("not a model\n", encoding="utf-8")
+        args = ["record", str(_tasks(tmp_path)), "--out", str(out), "--stage", "a", "--stage", "b"]
+        args += ["--base-url", "http://127.0.0.1:9/v1", "--model-name", "m", "--stage-mode", "completions"]
+        done = runner.invoke(app, [*args, "--chat-template-gguf", str(not_gguf)])
+        assert done.exit_code == 2 and not out.exists()
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"error: --chat-template-gguf {not_gguf}: not a model file"
+        )
