@@ -20,7 +20,7 @@ from retryctl.models._stages import Stage, StageOutcome
 from retryctl.models._types import CUT_WINDOW, Candidate, SamplingParams, TokenLogprob, Usage
 
 if TYPE_CHECKING:
-    from retryctl.models._embedded import EmbeddedBackend
+    from retryctl.models import EmbeddedBackend  # the package, not _embedded: that module imports this one
     from retryctl.models._text_sink import TextSink
 
 __all__ = ["evaluated_tokens", "stage_params", "staged_candidate"]

@@ -40,7 +40,7 @@ from retryctl.models._stages import Stage, StageOutcome
 from retryctl.models._types import Candidate, SamplingParams, TokenLogprob, Usage
 
 if TYPE_CHECKING:
-    from retryctl.models._openai import OpenAIBackend
+    from retryctl.models import OpenAIBackend  # the package, not _openai: that module imports this one
 
 __all__ = [
     "STAGE_MODES",
